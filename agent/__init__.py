@@ -1,0 +1,1 @@
+"""The edgewave gateway agent."""

@@ -1,0 +1,86 @@
+"""The compiled form of an RSP-QL pattern: what the parser produces and the network consumes.
+
+Terms are canonical N-Triples strings (see docs/ARCHITECTURE.md); a variable is a
+term starting with ``?``. Keeping patterns in this plain form lets the network
+builder ignore syntax, and lets tests build queries without the parser.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence, Union
+
+Term = str
+
+
+def is_var(term: Any) -> bool:
+    """True for a variable term (``?name``)."""
+    return isinstance(term, str) and term[:1] == "?"
+
+
+@dataclass(frozen=True)
+class TriplePattern:
+    """One triple pattern; ``window`` is the window name it must match in, None for static data.
+
+    ``s`` and ``o`` may themselves be TriplePatterns (RDF-star quoted-triple patterns);
+    their ``window`` is ignored.
+    """
+
+    s: Union[Term, "TriplePattern"]
+    p: Term
+    o: Union[Term, "TriplePattern"]
+    window: str | None = None
+
+    def terms(self) -> tuple:
+        return (self.s, self.p, self.o)
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """A named time window over one stream. ``width_ms`` bounds every match's time span."""
+
+    name: Term
+    stream: Term
+    width_ms: int
+    step_ms: int | None = None
+
+
+@dataclass
+class Filter:
+    """A FILTER constraint, evaluated as soon as all its variables are bound.
+
+    ``bind(slots)`` returns a predicate over a sequence of terms where ``slots`` maps each
+    variable name (without ``?``) to its index in that sequence; an evaluation error makes the
+    predicate return False, as in SPARQL.
+    """
+
+    text: str
+    variables: frozenset[str]
+    bind: Callable[[dict[str, int]], Callable[[Sequence[Term]], bool]]
+
+
+@dataclass
+class Query:
+    """A registered pattern: its triple patterns grouped by window, filters and projection."""
+
+    name: str
+    select: tuple[str, ...]  # variable names without '?'; empty means SELECT *
+    windows: dict[str, WindowSpec]
+    patterns: tuple[TriplePattern, ...]
+    filters: tuple[Filter, ...] = ()
+    text: str = ""
+    prefixes: dict[str, str] = field(default_factory=dict)
+
+    def variables(self) -> list[str]:
+        """Variable names in order of first appearance in the patterns."""
+        seen: dict[str, None] = {}
+
+        def visit(term: Any) -> None:
+            if isinstance(term, TriplePattern):
+                for t in term.terms():
+                    visit(t)
+            elif is_var(term):
+                seen.setdefault(term[1:], None)
+
+        for tp in self.patterns:
+            visit(tp)
+        return list(seen)

@@ -1,0 +1,1 @@
+"""The edgewave cloud tier: ingest, Spark aggregation, config push."""

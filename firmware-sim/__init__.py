@@ -1,0 +1,1 @@
+"""Simulated sensor firmware for edgewave."""

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the Debian packages edgewave's tests and demo need, only where missing.
+# mosquitto: the real MQTT broker the tests and the demo run.
+# Java 17+: Spark (the cloud tier). chromium: the dashboard's browser tests.
+set -euo pipefail
+
+need=()
+command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || need+=(mosquitto)
+if ! command -v java >/dev/null 2>&1; then
+  need+=(openjdk-17-jre-headless)
+else
+  major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1)
+  if [ -z "$major" ] || [ "$major" -lt 17 ]; then need+=(openjdk-17-jre-headless); fi
+fi
+if [ "${EDGEWAVE_BROWSER:-1}" = "1" ] && ! command -v chromium >/dev/null 2>&1; then
+  need+=(chromium)
+fi
+
+if [ ${#need[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "installing Debian packages: ${need[*]}" >&2
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+if ! $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"; then
+  echo "error: could not install ${need[*]}; edgewave needs mosquitto, and Java 17+ for Spark." >&2
+  exit 1
+fi

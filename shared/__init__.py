@@ -1,0 +1,1 @@
+"""edgewave shared layer: what agent and cloud both speak. Imports nothing of edgewave."""
