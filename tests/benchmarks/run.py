@@ -1,0 +1,43 @@
+"""Run every benchmark in this folder (`make bench`); each prints its figures and its baseline.
+
+Usage: python tests/benchmarks/run.py [--quick] [name ...]
+A benchmark is a module bench_<name>.py with main(argv) -> int; a non-zero result
+means a target measured as a ratio against its in-run baseline was missed.
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    quick = "--quick" in args
+    names = [a for a in args if not a.startswith("-")]
+    sys.path.insert(0, str(HERE))
+    failures = []
+    for path in sorted(HERE.glob("bench_*.py")):
+        name = path.stem[len("bench_"):]
+        if names and name not in names:
+            continue
+        print(f"\n=== {path.name} ===", flush=True)
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        assert spec.loader is not None
+        spec.loader.exec_module(module)
+        started = time.monotonic()
+        rc = module.main(["--quick"] if quick else [])
+        print(f"=== {path.name}: exit {rc} in {time.monotonic() - started:.1f}s ===", flush=True)
+        if rc:
+            failures.append(name)
+    if failures:
+        print(f"\nmissed targets: {', '.join(failures)}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""Uplink events: plain JSON for Spark, real RDF for a JSON-LD processor, stable ids."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import rdflib
+from rdflib import Literal, URIRef
+from rdflib.namespace import XSD
+
+from edgewave.shared import events
+from edgewave.shared.vocab import EW_NS
+
+ROOM = "<http://example.org/site/room3>"
+T1 = (("<http://example.org/obs/1>", "<http://www.w3.org/ns/sosa/hasSimpleResult>",
+       '"61.5"^^<http://www.w3.org/2001/XMLSchema#decimal>'), 1000)
+T2 = (("<http://example.org/obs/2>", "<http://www.w3.org/ns/sosa/madeBySensor>",
+       "<http://example.org/sensor/smoke-1>"), 1500)
+
+
+def make_match(**overrides):
+    args = dict(gateway="gw1", pattern="fire", bindings={"room": ROOM, "temp": T1[0][2]},
+                start=1000, end=1500, triples=[T1, T2], emitted_at=1502)
+    args.update(overrides)
+    return events.match_event(**args)
+
+
+def test_round_trip_through_json_keeps_every_field():
+    event = make_match()
+    decoded = events.decode_event(events.encode_event(event))
+    assert decoded == json.loads(json.dumps(event))
+    assert events.bindings_dict(decoded) == {"room": ROOM, "temp": T1[0][2]}
+    assert decoded["triples"][0] == f"{T1[0][0]} {T1[0][1]} {T1[0][2]} ."
+
+
+def test_id_is_stable_and_depends_on_content():
+    assert make_match()["id"] == make_match(emitted_at=99999)["id"], "re-emission must keep the id"
+    assert make_match()["id"] == make_match(triples=[T2, T1])["id"], "order of contribution is not identity"
+    assert make_match()["id"] != make_match(gateway="gw2")["id"]
+    assert make_match()["id"] != make_match(pattern="other")["id"]
+    assert make_match()["id"] != make_match(triples=[T1, (T2[0], 1501)])["id"]
+
+
+def test_json_ld_parses_to_the_intended_triples():
+    event = make_match()
+    graph = rdflib.Graph().parse(data=events.encode_event(event).decode(), format="json-ld")
+    ew = rdflib.Namespace(EW_NS)
+    node = URIRef(event["id"])
+    assert (node, rdflib.RDF.type, ew.Match) in graph
+    assert graph.value(node, ew.gateway) == Literal("gw1")
+    assert graph.value(node, ew.pattern) == Literal("fire")
+    assert graph.value(node, ew.windowStart) == Literal(1000, datatype=XSD.long)
+    assert graph.value(node, ew.windowEnd) == Literal(1500, datatype=XSD.long)
+    bindings = {str(graph.value(b, ew.variable)): str(graph.value(b, ew.value)) for b in graph.objects(node, ew.binding)}
+    assert bindings == {"room": ROOM, "temp": T1[0][2]}
+    statements = list(rdflib.collection.Collection(graph, graph.value(node, ew.triple)))
+    assert [str(s) for s in statements] == event["triples"]
+    # Nulls are absent in RDF, not "None" strings.
+    assert graph.value(node, ew.sensor) is None
+
+
+def test_significant_event_shape():
+    obs = ("<http://example.org/obs/9>", "<http://www.w3.org/ns/sosa/hasSimpleResult>", '"21"^^<http://www.w3.org/2001/XMLSchema#integer>')
+    event = events.significant_event("gw1", "<http://example.org/sensor/t1>", "<http://example.org/prop/temperature>",
+                                     obs[2], 5000, [obs], 5001)
+    decoded = events.decode_event(events.encode_event(event))
+    assert decoded["kind"] == "significant" and decoded["windowStart"] == decoded["windowEnd"] == 5000
+    assert decoded["sensor"] == "<http://example.org/sensor/t1>"
+    graph = rdflib.Graph().parse(data=events.encode_event(event).decode(), format="json-ld")
+    assert (URIRef(event["id"]), rdflib.RDF.type, rdflib.Namespace(EW_NS).Significant) in graph
+
+
+@pytest.mark.parametrize("payload, reason", [
+    (b"not json", "not JSON"),
+    (b"[1,2]", "JSON object"),
+    (b'{"id": "urn:edgewave:event:1"}', "missing fields"),
+    (json.dumps({**make_match(), "kind": "other"}).encode(), "unknown kind"),
+    (json.dumps({**make_match(), "windowEnd": "late"}).encode(), "windowEnd"),
+    (json.dumps({**make_match(), "id": "x"}).encode(), "bad event id"),
+])
+def test_bad_payloads_are_rejected_with_a_reason(payload, reason):
+    with pytest.raises(events.EventError, match=reason):
+        events.decode_event(payload)
