@@ -75,7 +75,7 @@ class Envelope:
 def _to_ntriples(graph: rdflib.Graph) -> list[tuple[str, str, str]]:
     """Triples of an rdflib graph as canonical N-Triples terms (through our own parser)."""
     data = graph.serialize(format="nt")
-    return list(parse_lines(data.splitlines()))
+    return list(parse_lines(data.split("\n")))
 
 
 def _parse_error(exc: Exception) -> ConfigRejected:

@@ -1,0 +1,141 @@
+"""Recorded streams: timestamped N-Triples(-star), for replay, tests and benchmarks.
+
+One statement per line, ``<milliseconds>\\t<N-Triples statement>`` (DESIGN.md), for example::
+
+    1700000000000\t<http://ex.org/s1> <http://ex.org/temp> "21.5"^^<http://www.w3.org/2001/XMLSchema#decimal> .
+
+Blank lines and lines starting with ``#`` are skipped. The timestamp is a non-negative
+integer (ASCII digits only) and timestamps never decrease: the engine's clock is stream
+time, so a line from the past would be silently wrong, not merely late. A line that goes
+back in time is therefore an error like any malformed line: strict readers raise, readers
+given an ``errors`` list skip it, record why, and go on (the clock stays where it was).
+"""
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import contextmanager
+from typing import IO, Iterable, Iterator
+
+from .ntriples import NTriplesError, Triple, parse_line, serialize
+
+__all__ = [
+    "RecordedStreamError",
+    "format_recorded_line",
+    "open_recorded",
+    "read_recorded",
+    "write_recorded",
+]
+
+
+class RecordedStreamError(NTriplesError):
+    """A bad line in a recorded stream (bad timestamp, bad statement, time going back)."""
+
+
+def read_recorded(
+    lines: Iterable[str | bytes], errors: list[NTriplesError] | None = None
+) -> Iterator[tuple[int, Triple]]:
+    """Yield ``(timestamp_ms, triple)`` for each statement line, numbering lines from 1.
+
+    ``lines`` may be text or UTF-8 bytes (a file opened in binary mode: invalid UTF-8 is
+    then reported against its line instead of failing the whole file). Strict by default:
+    the first bad line raises RecordedStreamError. With ``errors`` given, bad lines are
+    skipped and their errors appended there. Columns in errors count from the start of
+    the recorded line, timestamp included.
+    """
+    last = -1
+    for line_no, line in enumerate(lines, 1):
+        try:
+            if isinstance(line, bytes):
+                line = _decode(line, line_no)
+            ts_text, tab, statement = line.partition("\t")
+            if not tab:
+                content = line.strip(" \t\r\n")
+                if not content or content[0] == "#":
+                    continue
+                if _is_timestamp(content):
+                    raise RecordedStreamError(
+                        line_no, len(content) + 1, "expected a tab and a statement after the timestamp"
+                    )
+                raise RecordedStreamError(line_no, 1, "expected '<milliseconds><TAB><N-Triples statement>'")
+            if not _is_timestamp(ts_text):
+                if ts_text.lstrip(" ")[:1] == "#":
+                    continue
+                raise RecordedStreamError(
+                    line_no, 1, f"bad timestamp {ts_text[:30]!r}: expected milliseconds as ASCII digits"
+                )
+            ts = int(ts_text)
+            try:
+                triple = parse_line(statement, line_no)
+            except NTriplesError as exc:
+                raise RecordedStreamError(line_no, exc.column + len(ts_text) + 1, exc.reason) from None
+            if triple is None:
+                raise RecordedStreamError(line_no, len(ts_text) + 2, "no statement after the timestamp")
+            if ts < last:
+                raise RecordedStreamError(
+                    line_no, 1, f"timestamp {ts} is before the previous one ({last}); timestamps must not decrease"
+                )
+        except RecordedStreamError as exc:
+            if errors is None:
+                raise
+            errors.append(exc)
+            continue
+        last = ts
+        yield ts, triple
+
+
+def _is_timestamp(text: str) -> bool:
+    return text.isascii() and text.isdigit()
+
+
+def _decode(raw: bytes, line_no: int) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        column = len(raw[: exc.start].decode("utf-8", "replace")) + 1
+        raise RecordedStreamError(line_no, column, f"invalid UTF-8 ({exc.reason})") from None
+
+
+def format_recorded_line(ts: int, triple: Triple) -> str:
+    """One recorded-stream line, ``<ms>\\t<statement>``, without the newline."""
+    return f"{ts}\t{serialize(triple)}"
+
+
+def write_recorded(fh: IO[str], items: Iterable[tuple[int, Triple]]) -> int:
+    """Write ``(timestamp_ms, triple)`` items as recorded-stream lines; return how many.
+
+    Raises ValueError, before writing the offending line, on a negative or decreasing
+    timestamp: such a file could not be read back.
+    """
+    last = 0  # so that a negative first timestamp is refused too
+    count = 0
+    for ts, triple in items:
+        if not isinstance(ts, int) or ts < last:
+            raise ValueError(
+                f"bad timestamp {ts!r} (previous {last}): recorded timestamps are non-negative, "
+                "non-decreasing integers"
+            )
+        fh.write(f"{ts}\t{serialize(triple)}\n")
+        last = ts
+        count += 1
+    return count
+
+
+@contextmanager
+def open_recorded(
+    path: str | os.PathLike[str], errors: list[NTriplesError] | None = None
+) -> Iterator[Iterator[tuple[int, Triple]]]:
+    """Open a recorded stream file (``-`` for standard input) and read it lazily::
+
+        with open_recorded("stream.tsv") as stream:
+            for ts, triple in stream:
+                ...
+
+    The file is read as UTF-8 bytes whatever the locale; standard input is not closed.
+    """
+    if os.fspath(path) == "-":
+        source = getattr(sys.stdin, "buffer", sys.stdin)
+        yield read_recorded(source, errors)
+        return
+    with open(path, "rb") as fh:
+        yield read_recorded(fh, errors)

@@ -1,0 +1,187 @@
+"""Recorded streams (``<ms>\\t<statement>`` per line): round trips, errors, stdin."""
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from edgewave.shared.ntriples import NTriplesError, make_iri, make_literal, make_quoted
+from edgewave.shared.recorded import (
+    RecordedStreamError,
+    format_recorded_line,
+    open_recorded,
+    read_recorded,
+    write_recorded,
+)
+
+EX = "http://example.org/"
+S, P = make_iri(EX + "sensor1"), make_iri(EX + "temperature")
+XSD_DECIMAL = "http://www.w3.org/2001/XMLSchema#decimal"
+
+
+def reading(value: str) -> tuple[str, str, str]:
+    return (S, P, make_literal(value, datatype=XSD_DECIMAL))
+
+
+ITEMS = [
+    (1_700_000_000_000, reading("21.5")),
+    (1_700_000_000_000, (S, make_iri(EX + "label"), make_literal("line\nbreak, tab\t, U+2028 \u2028 and \"quotes\"", lang="en"))),
+    (1_700_000_000_250, (make_quoted(reading("21.5")), make_iri(EX + "confidence"), make_literal("0.9"))),
+    (1_700_000_001_000, ("_:b0", P, make_iri(EX + "caf\u00e9 \u65e5"))),
+]
+
+
+def test_format_recorded_line() -> None:
+    assert format_recorded_line(12, reading("1.5")) == (
+        f'12\t<{EX}sensor1> <{EX}temperature> "1.5"^^<{XSD_DECIMAL}> .'
+    )
+
+
+def test_write_then_open_gives_the_same_items(tmp_path: Path) -> None:
+    path = tmp_path / "stream.tsv"
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        assert write_recorded(fh, ITEMS) == len(ITEMS)
+    assert path.read_text(encoding="utf-8").count("\n") == len(ITEMS)
+    with open_recorded(path) as stream:
+        assert list(stream) == ITEMS
+    with open_recorded(str(path)) as stream:  # a str path too
+        assert list(stream) == ITEMS
+
+
+@settings(deadline=None, max_examples=50, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 10_000),
+            st.text(max_size=15),
+            st.sampled_from([None, "en", "de-CH"]),
+        ),
+        max_size=20,
+    )
+)
+def test_any_stream_round_trips(rows) -> None:
+    ts, items = 0, []
+    for step, value, lang in rows:
+        ts += step
+        items.append((ts, (S, P, make_literal(value, lang=lang))))
+    buffer = io.StringIO()
+    write_recorded(buffer, items)
+    assert list(read_recorded(io.StringIO(buffer.getvalue()))) == items
+    # and from bytes, as files opened in binary mode give them
+    raw = buffer.getvalue().encode("utf-8")
+    assert list(read_recorded(io.BytesIO(raw))) == items
+
+
+def test_blank_and_comment_lines_are_skipped() -> None:
+    lines = ["# recorded 2024-01-01\n", "\n", "   \n", f"5\t{S} {P} <{EX}o> .\n", "# end\twith a tab\n"]
+    assert list(read_recorded(lines)) == [(5, (S, P, f"<{EX}o>"))]
+
+
+def test_crlf_lines_are_read() -> None:
+    assert list(read_recorded([f"5\t{S} {P} <{EX}o> .\r\n"])) == [(5, (S, P, f"<{EX}o>"))]
+
+
+BAD_LINES = [
+    # (line, expected column, phrase in the reason)
+    (f"12a\t{S} {P} <{EX}o> .\n", 1, "bad timestamp '12a'"),
+    (f"-5\t{S} {P} <{EX}o> .\n", 1, "bad timestamp '-5'"),
+    (f" 5\t{S} {P} <{EX}o> .\n", 1, "bad timestamp ' 5'"),
+    (f"\u0665\t{S} {P} <{EX}o> .\n", 1, "bad timestamp"),  # an Arabic-Indic digit is not ASCII
+    (f"{S} {P} <{EX}o> .\n", 1, "expected '<milliseconds><TAB><N-Triples statement>'"),
+    ("1700000000000\n", 14, "expected a tab and a statement after the timestamp"),
+    ("17\t# only a comment\n", 4, "no statement after the timestamp"),
+    (f"17\t{S} {P} <{EX}o>\n", len(f"17\t{S} {P} <{EX}o>") + 1, "expected '.' to end the statement"),
+    (f'17\t{S} {P} "a\\qb" .\n', len(f'17\t{S} {P} "a') + 1, "bad escape '\\q'"),
+]
+
+
+@pytest.mark.parametrize("line,column,phrase", BAD_LINES)
+def test_bad_line_is_an_error_naming_line_and_column(line: str, column: int, phrase: str) -> None:
+    good = f"1\t{S} {P} <{EX}o> .\n"
+    with pytest.raises(RecordedStreamError) as caught:
+        list(read_recorded([good, line]))
+    error = caught.value
+    assert (error.line, error.column) == (2, column), error
+    assert phrase in error.reason
+    assert str(error).startswith(f"line 2, column {column}: ")
+    assert isinstance(error, NTriplesError)
+
+
+def test_bad_lines_are_skipped_and_counted_with_an_error_list() -> None:
+    lines = [f"{ts}\t{S} {P} <{EX}o{ts}> .\n" for ts in (10, 20, 30)]
+    lines.insert(1, "x\tnot a statement\n")
+    lines.insert(3, f"25\t{S} {P} <{EX}broken .\n")
+    errors: list[NTriplesError] = []
+    items = list(read_recorded(lines, errors))
+    assert [ts for ts, _ in items] == [10, 20, 30]
+    assert [(e.line, e.column) for e in errors] == [(2, 1), (4, len(f"25\t{S} {P} <{EX}broken") + 1)]
+    assert "expected '>' to close IRI" in errors[1].reason
+
+
+def test_time_going_back_is_an_error_strictly_and_skipped_with_an_error_list() -> None:
+    lines = [f"{ts}\t{S} {P} <{EX}o{i}> .\n" for i, ts in enumerate((100, 200, 150, 200, 300))]
+    with pytest.raises(RecordedStreamError) as caught:
+        list(read_recorded(lines))
+    assert caught.value.line == 3
+    assert "timestamp 150 is before the previous one (200)" in caught.value.reason
+
+    errors: list[NTriplesError] = []
+    items = list(read_recorded(lines, errors))
+    assert [ts for ts, _ in items] == [100, 200, 200, 300]  # equal timestamps are fine
+    assert [e.line for e in errors] == [3]
+
+
+def test_invalid_utf8_is_reported_against_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "stream.tsv"
+    path.write_bytes(
+        f"1\t{S} {P} \"ok\" .\n".encode()
+        + f"2\t{S} {P} \"".encode() + b"caf\xe9" + b'" .\n'
+        + f"3\t{S} {P} \"ok too\" .\n".encode()
+    )
+    errors: list[NTriplesError] = []
+    with open_recorded(path, errors) as stream:
+        assert [ts for ts, _ in stream] == [1, 3]
+    column = len(f'2\t{S} {P} "caf') + 1
+    assert [(e.line, e.column) for e in errors] == [(2, column)]
+    assert "invalid UTF-8" in errors[0].reason
+    with open_recorded(path) as stream, pytest.raises(RecordedStreamError, match=f"line 2, column {column}: invalid UTF-8"):
+        list(stream)
+
+
+def test_write_refuses_a_stream_that_could_not_be_read_back() -> None:
+    buffer = io.StringIO()
+    with pytest.raises(ValueError, match="non-decreasing"):
+        write_recorded(buffer, [(5, reading("1")), (4, reading("2"))])
+    assert buffer.getvalue().count("\n") == 1  # the good line before it was written
+    with pytest.raises(ValueError):
+        write_recorded(io.StringIO(), [(-1, reading("1"))])
+
+
+def test_open_recorded_dash_reads_standard_input(tmp_path: Path) -> None:
+    stream_text = "".join(f"{format_recorded_line(ts, t)}\n" for ts, t in ITEMS) + "oops\n"
+    program = (
+        "import json, sys\n"
+        "from edgewave.shared.recorded import open_recorded\n"
+        "errors = []\n"
+        "with open_recorded('-', errors) as stream:\n"
+        "    items = [[ts, list(t)] for ts, t in stream]\n"
+        "print(json.dumps({'items': items, 'errors': [str(e) for e in errors], 'stdin_open': not sys.stdin.closed}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        input=stream_text.encode("utf-8"),
+        capture_output=True,
+        timeout=60,
+        env={"PYTHONIOENCODING": "ascii", "LC_ALL": "C", "PATH": "/usr/bin:/bin"},  # stdin read as UTF-8 anyway
+        check=True,
+    )
+    result = json.loads(done.stdout)
+    assert [(ts, tuple(t)) for ts, t in result["items"]] == ITEMS
+    assert result["errors"] == ["line 5, column 1: expected '<milliseconds><TAB><N-Triples statement>'"]
+    assert result["stdin_open"] is True
