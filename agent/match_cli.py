@@ -1,19 +1,356 @@
-"""`edgewave match`: the engine alone over a recorded stream."""
+"""`edgewave match`: the engine alone over recorded streams, one JSON object per match.
+
+    edgewave match --schema S.ttl --static X.nt --query Q.rq [--query Q2.rq]
+                   --stream FILE|-|IRI=FILE [--stream IRI2=FILE2] [--no-entailment]
+
+* ``--schema`` (repeatable): RDFS (+ owl:inverseOf, owl:SymmetricProperty) in Turtle,
+  N-Triples, RDF/XML, N3 or JSON-LD, chosen by file extension (``.ttl``, ``.nt``,
+  ``.rdf``/``.owl``/``.xml``, ``.n3``, ``.jsonld``).
+* ``--static`` (repeatable): static triples, same formats; N-Triples goes through
+  edgewave's own parser, malformed lines are skipped and reported like stream lines.
+* ``--query`` (repeatable): an RSP-QL file; a syntax error stops before any matching,
+  naming the file, line and column.
+* ``--stream`` (repeatable): a recorded stream (``<ms>\\t<N-Triples statement>`` per
+  line). ``FILE`` or ``-`` (standard input) feeds every stream the queries name;
+  ``IRI=FILE`` feeds only the stream ``IRI``. Several streams are merged by timestamp.
+
+Output: ``{"pattern": name, "bindings": {var: N-Triples term}, "start": ms, "end": ms}``
+per line on stdout, written in batches. On stderr, a summary (key=value): triples in,
+entailed, matches, triples/s, peak memory, and malformed lines (the first ten with their
+line numbers and reasons, and the total). Malformed lines never stop the run.
+Exit status: 0 after a run, 2 for unusable arguments (a missing file, a bad query or
+schema).
+"""
 from __future__ import annotations
 
 import argparse
+import gc
+import heapq
+import io
+import json
+import os
+import re
+import resource
 import sys
+import time
+from typing import IO, Iterable, Iterator
+
+from edgewave.agent.engine import Engine, Match
+from edgewave.shared.ntriples import NTriplesError, parse_line, parse_lines
+from edgewave.shared.recorded import RecordedStreamError, read_recorded
+
+Triple = tuple[str, str, str]
+
+_RDFLIB_FORMATS = {
+    ".ttl": "turtle",
+    ".turtle": "turtle",
+    ".n3": "n3",
+    ".rdf": "xml",
+    ".owl": "xml",
+    ".xml": "xml",
+    ".jsonld": "json-ld",
+    ".json": "json-ld",
+    ".trig": "trig",
+}
+_IRI_PREFIX = re.compile(r"^(<[^>]*>|[A-Za-z][A-Za-z0-9+.\-]*:[^=]*)=(.+)$")
+REPORT_FIRST = 10
+BATCH = 512
+
+
+class UsageError(Exception):
+    """Arguments the run cannot start with (reported, exit status 2)."""
+
+
+def load_triples(path: str, errors: list[NTriplesError]) -> list[Triple]:
+    """Triples of a schema or static-data file, as canonical N-Triples terms."""
+    ext = os.path.splitext(path)[1].lower()
+    if not os.path.exists(path):
+        raise UsageError(f"{path}: no such file")
+    if ext in (".nt", ".ntriples", ".nts"):
+        try:
+            with open(path, encoding="utf-8", newline="\n") as fh:
+                return list(parse_lines(fh, errors))
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    fmt = _RDFLIB_FORMATS.get(ext)
+    if fmt is None:
+        raise UsageError(f"{path}: unknown RDF format {ext!r} (use .ttl, .nt, .rdf, .owl, .n3 or .jsonld)")
+    import rdflib
+
+    graph = rdflib.Graph()
+    try:
+        graph.parse(path, format=fmt)
+    except Exception as exc:  # rdflib raises many types; the message is what matters
+        raise UsageError(f"{path}: cannot parse as {fmt}: {exc}") from None
+    text = graph.serialize(format="nt")
+    return list(parse_lines(text.split("\n"), errors))  # not splitlines(): see ntriples
+
+
+def _stream_arg(arg: str) -> tuple[str | None, str]:
+    """``IRI=FILE`` -> (IRI, FILE); ``FILE`` or ``-`` -> (None, FILE)."""
+    m = _IRI_PREFIX.match(arg)
+    if m and not os.path.exists(arg):
+        iri = m.group(1)
+        return (iri if iri.startswith("<") else f"<{iri}>"), m.group(2)
+    return None, arg
+
+
+def _open(path: str) -> IO[str]:
+    """A recorded stream as text; undecodable bytes survive as surrogates for the slow path."""
+    if path == "-":
+        return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape", newline="\n")
+    try:
+        return open(path, encoding="utf-8", errors="surrogateescape", newline="\n")
+    except OSError as exc:
+        raise UsageError(f"{path}: {exc.strerror}") from None
+
+
+def _slow_line(raw: bytes, line_no: int, last: int, errors: list[NTriplesError]) -> tuple[int, Triple] | None:
+    """A line the lean loop did not take: ``read_recorded`` decides (skip, error message,
+    column); only the line number and the time-going-back check are added here."""
+    own: list[NTriplesError] = []
+    for ts, triple in read_recorded([raw], own):
+        if ts < last:
+            errors.append(RecordedStreamError(line_no, 1, _BACKWARDS.format(ts=ts, last=last)))
+            return None
+        return ts, triple
+    errors.extend(RecordedStreamError(line_no, e.column, e.reason) for e in own)
+    return None
+
+
+_BACKWARDS = "timestamp {ts} is before the previous one ({last}); timestamps must not decrease"
+
+
+def feed(fh: Iterable[str], push, errors: list[NTriplesError], stream: str | None = None) -> int:
+    """Push every statement of a recorded stream into the engine; returns the last timestamp.
+
+    ``fh`` is text decoded with ``errors="surrogateescape"`` (see ``_open``). The usual line
+    (ASCII, digits, a tab, a statement the N-Triples fast path accepts, time not going
+    back) is handled inline, without a generator: this loop is a third of a whole run.
+    Any other line goes back to bytes and to ``read_recorded`` (see ``_slow_line``), so
+    invalid UTF-8 and every other error is reported exactly as the shared reader does.
+    """
+    last = -1
+    for line_no, line in enumerate(fh, 1):
+        ts_text, tab, statement = line.partition("\t")
+        if tab and ts_text.isdigit() and line.isascii():
+            try:
+                triple = parse_line(statement)
+            except NTriplesError:
+                triple = None
+            if triple is not None:
+                ts = int(ts_text)
+                if ts >= last:
+                    last = ts
+                    push(triple, ts, stream)
+                else:
+                    errors.append(RecordedStreamError(line_no, 1, _BACKWARDS.format(ts=ts, last=last)))
+                continue
+        item = _slow_line(line.encode("utf-8", "surrogateescape"), line_no, last, errors)
+        if item is not None:
+            last = item[0]
+            push(item[1], last, stream)
+    return last
+
+
+def recorded_items(fh: Iterable[str], errors: list[NTriplesError]) -> Iterator[tuple[int, Triple]]:
+    """The same reading as ``feed``, as an iterator (for merging several streams)."""
+    last = -1
+    for line_no, line in enumerate(fh, 1):
+        ts_text, tab, statement = line.partition("\t")
+        if tab and ts_text.isdigit() and line.isascii():
+            try:
+                triple = parse_line(statement)
+            except NTriplesError:
+                triple = None
+            if triple is not None:
+                ts = int(ts_text)
+                if ts >= last:
+                    last = ts
+                    yield ts, triple
+                else:
+                    errors.append(RecordedStreamError(line_no, 1, _BACKWARDS.format(ts=ts, last=last)))
+                continue
+        item = _slow_line(line.encode("utf-8", "surrogateescape"), line_no, last, errors)
+        if item is not None:
+            last = item[0]
+            yield item
+
+
+def _merged(
+    sources: list[tuple[str | None, str, IO[str]]], errors: list[tuple[str, NTriplesError]]
+) -> Iterator[tuple[int, Triple, str | None]]:
+    """One stream's items, or several merged by timestamp (stable: ties keep file order)."""
+
+    def items(index: int, stream: str | None, name: str, fh: IO[str]) -> Iterator[tuple[int, int, Triple, str | None]]:
+        own: list[NTriplesError] = []
+        for ts, triple in recorded_items(fh, own):
+            if own:
+                errors.extend((name, e) for e in own)
+                own.clear()
+            yield ts, index, triple, stream
+        errors.extend((name, e) for e in own)
+
+    if len(sources) == 1:
+        stream, name, fh = sources[0]
+        for ts, _, triple, s in items(0, stream, name, fh):
+            yield ts, triple, s
+        return
+    iterators = [items(i, stream, name, fh) for i, (stream, name, fh) in enumerate(sources)]
+    for ts, _, triple, stream in heapq.merge(*iterators, key=lambda item: (item[0], item[1])):
+        yield ts, triple, stream
+
+
+def _report_errors(label: str, errors: list[tuple[str, NTriplesError]], err: IO[str]) -> None:
+    if not errors:
+        return
+    for name, exc in errors[:REPORT_FIRST]:
+        print(f"edgewave match: {label} {name}:{exc}", file=err)
+    more = len(errors) - REPORT_FIRST
+    if more > 0:
+        print(f"edgewave match: {label} ... and {more} more", file=err)
+
+
+def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    started = time.perf_counter()
+    static_errors: list[tuple[str, NTriplesError]] = []
+    schema: list[Triple] = []
+    for path in args.schema or ():
+        errs: list[NTriplesError] = []
+        schema += load_triples(path, errs)
+        if errs:
+            raise UsageError(f"{path}: {errs[0]}")
+    static: list[Triple] = []
+    for path in args.static or ():
+        errs = []
+        static += load_triples(path, errs)
+        static_errors += [(path, e) for e in errs]
+
+    from edgewave.agent.engine import parse_query
+
+    queries = []
+    for path in args.query:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+        except OSError as exc:
+            raise UsageError(f"{path}: {exc.strerror}") from None
+        try:
+            queries.append(parse_query(text))
+        except ValueError as exc:
+            raise UsageError(f"{path}: {exc}") from None
+
+    buffer: list[str] = []
+    dumps = json.dumps
+    write = out.write
+    # Unrestricted consumption repeats bindings (one offer, several matches): the JSON of
+    # "pattern" and "bindings" is cached by value, so its escaping is paid once.
+    heads: dict[tuple, str] = {}
+
+    def on_match(match: Match) -> None:
+        bindings = match.bindings
+        key = (match.pattern, *bindings.values())
+        head = heads.get(key)
+        if head is None:
+            if len(heads) >= 4096:
+                heads.clear()
+            head = heads[key] = dumps({"pattern": match.pattern, "bindings": bindings})[:-1]
+        buffer.append(f'{head}, "start": {match.start}, "end": {match.end}}}')
+        if len(buffer) >= BATCH:
+            write("\n".join(buffer) + "\n")
+            buffer.clear()
+
+    engine = Engine(schema=schema, entailment=not args.no_entailment, on_match=on_match)
+    for query in queries:
+        try:
+            engine.add_query(query)
+        except ValueError as exc:
+            raise UsageError(f"query {query.name}: {exc}") from None
+    engine.add_static(static)
+
+    sources = []
+    for arg in args.stream:
+        stream, path = _stream_arg(arg)
+        sources.append((stream, path, _open(path)))
+    stream_errors: list[tuple[str, NTriplesError]] = []
+    loaded = time.perf_counter()
+    push = engine.push
+    try:
+        if len(sources) == 1 and sources[0][0] is None:
+            _, name, fh = sources[0]
+            own: list[NTriplesError] = []
+            gc.freeze()  # what was loaded stays; the engine's tuples hold no cycles
+            feed(fh, push, own)
+            stream_errors += [(name, e) for e in own]
+        else:
+            gc.freeze()
+            for ts, triple, stream in _merged(sources, stream_errors):
+                push(triple, ts, stream)
+    finally:
+        for _, path, fh in sources:
+            if path != "-":
+                fh.close()
+    if buffer:
+        write("\n".join(buffer) + "\n")
+        buffer.clear()
+    out.flush()
+    finished = time.perf_counter()
+
+    stats = engine.stats()
+    seconds = finished - loaded
+    rate = stats["triples_in"] / seconds if seconds > 0 else 0.0
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    _report_errors("static", static_errors, err)
+    _report_errors("malformed", stream_errors, err)
+    per_query = " ".join(f"matches[{name}]={n}" for name, n in engine.matches_per_query().items())
+    print(
+        f"edgewave match: triples_in={stats['triples_in']} entailed={stats['entailed']} "
+        f"matches={stats['matches']} malformed={len(stream_errors)} static={stats['static_triples']} "
+        f"seconds={seconds:.3f} triples_per_s={rate:.0f} total_seconds={finished - started:.3f} "
+        f"peak_memory_mb={peak_mb:.1f} entailment={'off' if args.no_entailment else 'on'} {per_query}",
+        file=err,
+    )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="edgewave", description="edgewave engine tools")
+    sub = parser.add_subparsers(dest="command", required=True)
+    m = sub.add_parser(
+        "match",
+        help="run the engine over recorded streams, one JSON object per match",
+        description="Run the engine over recorded streams; one JSON object per match on stdout, a summary on stderr.",
+    )
+    m.add_argument("--schema", action="append", metavar="FILE", help="RDFS schema (Turtle, N-Triples, RDF/XML, ...)")
+    m.add_argument("--static", action="append", metavar="FILE", help="static triples, joined with every window")
+    m.add_argument("--query", action="append", required=True, metavar="FILE", help="an RSP-QL pattern")
+    m.add_argument(
+        "--stream",
+        action="append",
+        required=True,
+        metavar="FILE|-|IRI=FILE",
+        help="a recorded stream (<ms>\\t<statement> lines); IRI=FILE feeds only that stream",
+    )
+    m.add_argument("--no-entailment", action="store_true", help="switch the epsilon-network off")
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="edgewave", description="edgewave engine tools")
-    sub = parser.add_subparsers(dest="command", required=True)
-    m = sub.add_parser("match", help="run the engine over a recorded stream")
-    m.add_argument("--query", action="append", required=True)
-    m.add_argument("--stream", action="append", required=True)
-    args = parser.parse_args(argv)
-    print(f"edgewave {args.command}: not yet available", file=sys.stderr)
-    return 2
+    args = build_parser().parse_args(argv)
+    # The engine allocates a tuple or two per triple and frees them a window later, none in
+    # a cycle: collecting generation 0 every 700 allocations would cost 20% of a run.
+    thresholds = gc.get_threshold()
+    gc.set_threshold(200_000, 50, 100)
+    try:
+        return run(args, sys.stdout, sys.stderr)
+    except UsageError as exc:
+        print(f"edgewave match: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
 
 
 if __name__ == "__main__":

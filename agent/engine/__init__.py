@@ -1,1 +1,12 @@
-"""The edgewave Rete engine (Sparkwave design). Pure computation: no I/O, no per-triple logging."""
+"""The edgewave Rete engine (Sparkwave design). Pure computation: no I/O, no per-triple logging.
+
+``Engine`` runs the network; ``Match`` is what it emits; ``parse_query`` (RSP-QL, see
+``rspql.py``) and the query model (``Query``, ``TriplePattern``, ``WindowSpec``, ``Filter``)
+describe patterns. How the parts fit: ``engine.py`` (semantics and the hot path),
+``epsilon.py`` (entailment), ``alpha.py``, ``beta.py`` and ``network.py`` (the Rete).
+"""
+from .engine import Engine
+from .match import Match
+from .query import Filter, Query, QuerySyntaxError, TriplePattern, WindowSpec, parse_query
+
+__all__ = ["Engine", "Match", "Query", "QuerySyntaxError", "TriplePattern", "WindowSpec", "Filter", "parse_query"]

@@ -36,12 +36,42 @@ class TriplePattern:
 
 @dataclass(frozen=True)
 class WindowSpec:
-    """A named time window over one stream. ``width_ms`` bounds every match's time span."""
+    """A named time window over one stream. ``width_ms`` bounds every match's time span.
+
+    ``more_streams`` lists further streams the window also reads: a C-SPARQL query with several
+    ``FROM STREAM`` clauses has one default window over all of them (see ``rspql``).
+    ``with_static``: the window's patterns also match static triples (timestamp -1, not widening
+    the interval). C-SPARQL merges its streams and ``FROM`` graphs into one dataset, and
+    Sparkwave keeps static triples in every alpha memory, so the C-SPARQL default window sets
+    it; RSP-QL named windows do not (there, static data is matched outside WINDOW blocks).
+    """
 
     name: Term
     stream: Term
     width_ms: int
     step_ms: int | None = None
+    more_streams: tuple[Term, ...] = ()
+    with_static: bool = False
+
+    def streams(self) -> tuple[Term, ...]:
+        """Every stream whose triples this window reads."""
+        return (self.stream,) + self.more_streams
+
+
+class QuerySyntaxError(ValueError):
+    """A query that cannot be compiled; ``str()`` reads ``line L, column C: <message>``.
+
+    ``line`` and ``column`` are 1-based; ``expected`` lists what would have been accepted there.
+    Semantic errors (an undeclared window or prefix, a SELECT variable not in the pattern) are
+    reported the same way, at the offending token.
+    """
+
+    def __init__(self, message: str, line: int, column: int, expected: Sequence[str] = ()):
+        super().__init__(f"line {line}, column {column}: {message}")
+        self.message = message
+        self.line = line
+        self.column = column
+        self.expected = tuple(expected)
 
 
 @dataclass
@@ -69,6 +99,16 @@ class Query:
     filters: tuple[Filter, ...] = ()
     text: str = ""
     prefixes: dict[str, str] = field(default_factory=dict)
+    distinct: bool = False  # SELECT DISTINCT was written (recorded; consumption is the engine's)
+
+    def projection(self) -> list[str]:
+        """The variables a match reports: the SELECT list, or for SELECT * every named variable.
+
+        Blank nodes in patterns are non-distinguished variables (``?_:b``) and never reported.
+        """
+        if self.select:
+            return list(self.select)
+        return [v for v in self.variables() if not v.startswith("_:")]
 
     def variables(self) -> list[str]:
         """Variable names in order of first appearance in the patterns."""
@@ -84,3 +124,10 @@ class Query:
         for tp in self.patterns:
             visit(tp)
         return list(seen)
+
+
+def parse_query(text: str, **options: Any) -> Query:
+    """Parse RSP-QL text (see ``edgewave.agent.engine.rspql``, imported lazily: it imports this)."""
+    from .rspql import parse_query as parse
+
+    return parse(text, **options)

@@ -1,0 +1,445 @@
+"""The engine: one Rete network (epsilon, alpha, beta) driven by stream time.
+
+Semantics, precisely:
+
+* **Matching.** A query is a conjunction of triple patterns (plus FILTERs). Patterns in a
+  ``WINDOW`` block match triples pushed on that window's stream (``push(..., stream=IRI)``;
+  ``stream=None`` feeds every stream); patterns outside any WINDOW match static data
+  (``add_static``) only, except that a window marked ``with_static`` (the C-SPARQL default
+  window: streams and ``FROM`` graphs are one dataset) reads static data as well. Both
+  go through the epsilon-network when entailment is on.
+* **Windows** (Sparkwave 3.5, per token): a match of a single-window query exists iff
+  ``end - start <= width``, where start/end are the earliest/latest timestamps of its
+  streamed triples. With several windows, when the match's last triple arrives every
+  triple must still be in its own window: ``end - ts_i <= width(window of triple i)``.
+  STEP is not used: matches are emitted continuously, the moment the last triple arrives.
+* **Consumption: unrestricted.** Every distinct combination of contributing triples is one
+  match, emitted once. The other strategies (Sparkwave's "remove a completed partial
+  match", recent, chronological) are not implemented.
+* **Static data** (3.6) lives in alpha memories until removed; it does not widen
+  intervals (timestamp -1 in ``Match.triples``). ``add_static``/``remove_static`` work at
+  run time; removing a static triple removes every token built on it, so a changed
+  threshold takes effect without rebuilding the network.
+* **Time** is stream time only: the clock is the largest timestamp pushed (or passed to
+  ``advance``). A match is also reported only while it is still inside its window at the
+  clock (``now - start <= width``): a late triple (older than the clock) still joins, but
+  only into matches a window ending now would contain. This is also what makes results
+  independent of when garbage collection happens to run.
+  Garbage collection (3.7) runs inside ``push``/``advance`` in the caller's thread and
+  pops only what expired from arrival-ordered queues; it runs every ``gc_step`` ms of
+  stream time (an eighth of the narrowest window), so memory lags the window by at most
+  that much. Correctness never depends on it: every join checks intervals.
+* **Runtime changes**: ``add_query`` shares nodes with existing queries (their tokens and
+  memories included: a new query sees the partial matches already built for a shared
+  prefix, and a new alpha memory is filled from an equal memory when there is one);
+  ``remove_query`` removes only the nodes no other query uses.
+
+Hot path: ``push`` does one dict lookup (by predicate, or by class for ``rdf:type``) in a
+table compiled from the epsilon-network and the alpha memories; the entry lists, for
+every triple the input entails (itself included, each at most once), the memories it
+feeds. No per-triple logging, no objects with a ``__dict__``.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+from edgewave.shared.vocab import RDF_TYPE
+
+from .alpha import AlphaMemory
+from .beta import JoinNode
+from .epsilon import O, OS, S, SAME, SO, EpsilonNetwork, Link, Schema, derive
+from .match import Match
+from .network import STATIC, Network
+from .query import Query
+
+Triple = tuple[str, str, str]
+Route = tuple[tuple[tuple[int, str, tuple[AlphaMemory, ...]], ...], int]
+_NO_ROUTE: Route = ((), 0)
+
+
+class _Table:
+    """The dispatch of one scope: predicate (or rdf:type class) -> route."""
+
+    __slots__ = ("preds", "types", "loops", "pred_default", "type_default")
+
+    def __init__(self) -> None:
+        self.preds: dict[str, Route] = {}
+        self.types: dict[str, Route] = {}
+        self.loops: dict[str, Route] = {}  # predicate -> route for triples with s == o, where it differs
+        self.pred_default: Route = _NO_ROUTE
+        self.type_default: Route = _NO_ROUTE
+
+
+class Engine:
+    """A Sparkwave-style Rete engine. Single-threaded; no I/O."""
+
+    def __init__(
+        self,
+        schema: Iterable[Triple] | None = None,
+        entailment: bool = True,
+        on_match: Callable[[Match], None] | None = None,
+    ) -> None:
+        self.entailment = entailment
+        self.on_match = on_match
+        self._schema = Schema.from_triples(schema or ())
+        self._now = -1
+        self._gc_at = 0
+        self._gc_step = 1
+        self.network = Network(self._deliver, self._clock)
+        self.epsilon: EpsilonNetwork | None = None
+        self._static: dict[Triple, None] = {}
+        self._support: dict[tuple[AlphaMemory, Triple], int] = {}
+        self._tables: dict[Any, _Table] = {}
+        self._all = _Table()
+        self._static_table = _Table()
+        self.triples_in = 0
+        self.entailed = 0
+        self.matches = 0
+        self.expired_items = 0
+        self.expired_tokens = 0
+        self._rebuild()
+
+    # -- public API -----------------------------------------------------------------------
+
+    def add_query(self, query: Query | str) -> Query:
+        """Register a pattern (a Query or RSP-QL text); shares nodes with existing ones."""
+        if isinstance(query, str):
+            from .rspql import parse_query
+
+            query = parse_query(query)
+        new_nodes, new_alphas = self.network.add(query)
+        self._rebuild()
+        self._catch_up(new_nodes, new_alphas)
+        self._sync_static()
+        return query
+
+    def remove_query(self, name: str) -> None:
+        """Unregister a pattern; other patterns keep their state and partial matches."""
+        if name not in self.network.chains:
+            raise KeyError(f"no query named {name!r}")
+        removed = self.network.remove(name)
+        for alpha in removed:
+            for pair in [pair for pair in self._support if pair[0] is alpha]:
+                del self._support[pair]
+        self._rebuild()
+        self._sync_static()
+
+    def queries(self) -> list[str]:
+        return list(self.network.chains)
+
+    def set_schema(self, triples: Iterable[Triple]) -> None:
+        """Replace the schema: rebuilds the epsilon-network; memories and tokens stay."""
+        self._schema = Schema.from_triples(triples)
+        self._rebuild()
+        self._sync_static()
+
+    def add_static(self, triples: Iterable[Triple]) -> None:
+        """Add static triples: they match the patterns outside any WINDOW, until removed."""
+        for triple in triples:
+            if triple in self._static:
+                continue
+            self._static[triple] = None
+            for memory, derived in self._static_pairs(triple):
+                self._support_add(memory, derived)
+
+    def remove_static(self, triples: Iterable[Triple]) -> None:
+        """Remove static triples and everything built on them (entailed triples, tokens)."""
+        for triple in triples:
+            if triple not in self._static:
+                continue
+            del self._static[triple]
+            for memory, derived in self._static_pairs(triple):
+                self._support_drop(memory, derived)
+
+    def static_triples(self) -> list[Triple]:
+        return list(self._static)
+
+    def push(self, triple: Triple, ts: int, stream: str | None = None) -> None:
+        """Feed one streamed triple with its timestamp (ms); matches go to ``on_match``."""
+        self.triples_in += 1
+        if ts > self._now:
+            self._now = ts
+            if ts >= self._gc_at:
+                self._collect(ts)
+        elif ts < 0:
+            raise ValueError(f"timestamp {ts}: stream time is non-negative milliseconds")
+        if stream is None:
+            table = self._all
+        else:
+            table = self._tables.get(stream)
+            if table is None:
+                return
+        s, p, o = triple
+        if p == RDF_TYPE:
+            route = table.types.get(o) or table.type_default
+        else:
+            route = table.preds.get(p) or table.pred_default
+            if s == o and p in table.loops:
+                route = table.loops[p]
+        entries, entailed = route
+        if entailed:
+            self.entailed += entailed
+        for form, target, memories in entries:
+            if form == SAME:
+                derived = triple
+            elif form == SO:
+                derived = (s, target, o)
+            elif form == S:
+                derived = (s, RDF_TYPE, target)
+            elif o[0] == '"':
+                continue
+            elif form == OS:
+                derived = (o, target, s)
+            else:
+                derived = (o, RDF_TYPE, target)
+            for memory in memories:
+                # AlphaMemory.add, inlined: this loop runs for every triple.
+                match = memory.match
+                if match is None:
+                    values = derived
+                else:
+                    values = match(derived)
+                    if values is None:
+                        continue
+                reader = memory.key
+                if reader.__class__ is int:
+                    key = values[reader]
+                elif reader is None:
+                    key = None
+                else:
+                    key = reader(values)
+                entry = (derived, ts, values)
+                bucket = memory.index.get(key)
+                if bucket is None:
+                    memory.index[key] = [entry]
+                else:
+                    bucket.append(entry)
+                memory.expiry.append(entry)
+                for node in memory.successors:
+                    node.right(entry, key)
+
+    def advance(self, now: int) -> None:
+        """Move stream time forward (no triple): expire what left every window."""
+        if now > self._now:
+            self._now = now
+        self._collect(self._now)
+
+    def stats(self) -> dict[str, int]:
+        """Counters for operators and tests."""
+        network = self.network
+        out = {
+            "triples_in": self.triples_in,
+            "entailed": self.entailed,
+            "matches": self.matches,
+            "tokens": sum(n.token_count() for n in network.nodes.values()),
+            "alpha_items": sum(len(a) for a in network.alphas.values()),
+            "static_triples": len(self._static),
+            "queries": len(network.chains),
+            "alpha_memories": len(network.alphas),
+            "join_nodes": len(network.nodes),
+            "expired_items": self.expired_items,
+            "expired_tokens": self.expired_tokens,
+            "now": self._now,
+        }
+        if self.epsilon is not None:
+            out.update({f"epsilon_{k}": v for k, v in self.epsilon.size().items()})
+        return out
+
+    def matches_per_query(self) -> dict[str, int]:
+        return {name: chain.production.count for name, chain in self.network.chains.items()}
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _clock(self) -> int:
+        return self._now
+
+    def _deliver(self, match: Match) -> None:
+        self.matches += 1
+        if self.on_match is not None:
+            self.on_match(match)
+
+    def _collect(self, now: int) -> None:
+        for alpha in self.network.alphas.values():
+            if alpha.expiry:
+                self.expired_items += alpha.expire(now)
+        for node in self.network.nodes.values():
+            if node.left_expiry:
+                self.expired_tokens += node.expire(now)
+        self._gc_at = now + self._gc_step
+
+    def _rebuild(self) -> None:
+        """Recompute the epsilon-network and the dispatch tables (patterns or schema changed)."""
+        network = self.network
+        if self.entailment and network.alphas:
+            classes, properties, any_class, any_property = network.pattern_terms()
+            self.epsilon = EpsilonNetwork(self._schema, classes, properties, any_class, any_property)
+        else:
+            self.epsilon = None
+        by_stream: dict[str, list[AlphaMemory]] = {}
+        static: list[AlphaMemory] = []
+        for alpha in network.alphas.values():
+            for stream in alpha.scope:
+                if stream == STATIC:
+                    static.append(alpha)
+                else:
+                    by_stream.setdefault(stream, []).append(alpha)
+        self._tables = {}
+        for stream, memories in by_stream.items():
+            table = self._compile(memories)
+            self._tables[stream] = table
+            self._tables[f"<{stream}>"] = table
+        self._all = self._compile([a for a in network.alphas.values() if a.scope != (STATIC,)])
+        self._static_table = self._compile(static)
+        self._gc_step = max(1, network.min_width() // 8)
+        self._gc_at = self._now + self._gc_step
+
+    def _compile(self, memories: list[AlphaMemory]) -> _Table:
+        """Flatten epsilon links and alpha tests into one lookup per input triple."""
+        by_pred: dict[str, list[AlphaMemory]] = {}
+        by_type: dict[str, list[AlphaMemory]] = {}
+        type_any: list[AlphaMemory] = []
+        pred_any: list[AlphaMemory] = []
+        for memory in memories:
+            shape = memory.shape
+            if shape.predicate is None:
+                pred_any.append(memory)
+            elif shape.type_class is not None:
+                by_type.setdefault(shape.type_class, []).append(memory)
+            elif shape.is_type:
+                type_any.append(memory)
+            else:
+                by_pred.setdefault(shape.predicate, []).append(memory)
+
+        def targets(predicate: str, cls: str | None = None) -> tuple[AlphaMemory, ...]:
+            if predicate == RDF_TYPE:
+                return tuple(by_type.get(cls, []) + type_any + pred_any)  # type: ignore[arg-type]
+            return tuple(by_pred.get(predicate, []) + pred_any)
+
+        def route(same: tuple[AlphaMemory, ...], links: list[Link]) -> Route:
+            entries = [(SAME, "", same)] if same else []
+            for form, target in links:
+                fed = targets(RDF_TYPE, target) if form in (S, O) else targets(target)
+                if fed:
+                    entries.append((form, target, fed))
+            return tuple(entries), sum(1 for e in entries if e[0] != SAME)
+
+        epsilon = self.epsilon
+        table = _Table()
+        predicates = set(by_pred) | (set(epsilon.property_nodes) if epsilon else set())
+        predicates.discard(RDF_TYPE)
+        for p in predicates:
+            links = epsilon.links_for_predicate(p) if epsilon else []
+            r = route(targets(p), links)
+            if r[0]:
+                table.preds[p] = r
+            if epsilon:
+                loop_links = epsilon.links_for_predicate(p, self_loop=True)
+                if loop_links != links:
+                    table.loops[p] = route(targets(p), loop_links)
+        classes = set(by_type) | (set(epsilon.class_nodes) if epsilon else set())
+        for c in classes:
+            r = route(targets(RDF_TYPE, c), epsilon.links_for_class(c) if epsilon else [])
+            if r[0]:
+                table.types[c] = r
+        if pred_any:
+            table.pred_default = route(tuple(pred_any), [])
+        if type_any or pred_any:
+            table.type_default = route(tuple(type_any + pred_any), [])
+        return table
+
+    def _catch_up(self, new_nodes: list[JoinNode], new_alphas: list[AlphaMemory]) -> None:
+        """Give new nodes the state shared parts already hold (see the module docstring)."""
+        new_ids = {id(n) for n in new_nodes}
+        for node in new_nodes:
+            parent = node.parent
+            if parent is None or id(parent) in new_ids:
+                continue
+            sibling = next((c for c in parent.children if id(c) not in new_ids), None)
+            if sibling is not None:
+                node.adopt(sibling.stored_tokens())
+        for alpha in new_alphas:
+            if alpha.scope == (STATIC,):
+                continue  # filled by _sync_static
+            sibling = next(
+                (
+                    a
+                    for a in self.network.alphas.values()
+                    if a is not alpha and a.scope == alpha.scope and a.shape.key == alpha.shape.key
+                    and id(a) not in {id(n) for n in new_alphas}
+                ),
+                None,
+            )
+            if sibling is not None:
+                for triple, ts, _ in list(sibling.expiry):
+                    alpha.add(triple, ts)
+
+    # -- static data ------------------------------------------------------------------------
+
+    def _static_pairs(self, triple: Triple) -> list[tuple[AlphaMemory, Triple]]:
+        """(memory, triple) for every static memory a static triple or its entailments reach."""
+        table = self._static_table
+        s, p, o = triple
+        if p == RDF_TYPE:
+            route = table.types.get(o) or table.type_default
+        else:
+            route = table.preds.get(p) or table.pred_default
+            if s == o and p in table.loops:
+                route = table.loops[p]
+        pairs = []
+        for form, target, memories in route[0]:
+            derived = derive(triple, form, target)
+            if derived is None:
+                continue
+            for memory in memories:
+                if memory.match is None or memory.match(derived) is not None:
+                    pairs.append((memory, derived))
+        return pairs
+
+    def _support_add(self, memory: AlphaMemory, derived: Triple) -> None:
+        pair = (memory, derived)
+        count = self._support.get(pair, 0)
+        self._support[pair] = count + 1
+        if count == 0:
+            memory.add(derived, -1)
+
+    def _support_drop(self, memory: AlphaMemory, derived: Triple) -> None:
+        pair = (memory, derived)
+        count = self._support.get(pair, 0)
+        if count > 1:
+            self._support[pair] = count - 1
+            return
+        self._support.pop(pair, None)
+        if memory.remove_static(derived):
+            self._purge_static(memory, derived)
+
+    def _purge_static(self, memory: AlphaMemory, derived: Triple) -> None:
+        """Remove every token that used a static triple through ``memory``."""
+        for node in memory.successors:
+            level = node.depth
+
+            def keep(token: tuple, up: int = 0) -> bool:
+                for _ in range(up):
+                    token = token[1]
+                entry = token[2]
+                return not (entry[1] < 0 and entry[0] == derived)
+
+            for child in self.network.descendants(node):
+                up = child.depth - 1 - level
+                child.purge(lambda t, up=up: keep(t, up))
+
+    def _sync_static(self) -> None:
+        """Make static memories agree with the static triples (after a network/schema change)."""
+        wanted: dict[tuple[AlphaMemory, Triple], int] = {}
+        for triple in self._static:
+            for pair in self._static_pairs(triple):
+                wanted[pair] = wanted.get(pair, 0) + 1
+        for pair in [p for p in self._support if p not in wanted]:
+            self._support[pair] = 1
+            self._support_drop(*pair)
+        for pair, count in wanted.items():
+            if pair not in self._support:
+                self._support_add(*pair)
+            self._support[pair] = count
+
+
+__all__ = ["Engine", "Match"]

@@ -1,0 +1,745 @@
+"""FILTER expressions compiled to nested closures over a row of terms.
+
+The RSP-QL parser (``rspql``) turns a FILTER into a small expression tree (plain tuples, see
+``Expr`` below); this module turns that tree into a :class:`~edgewave.agent.engine.query.Filter`
+whose ``bind(slots)`` builds, once per join node, a predicate over a sequence of canonical
+N-Triples terms. Evaluating it walks no tree: every node is a closure that calls its children
+directly, and literal terms are converted to Python values through a bounded cache.
+
+Semantics follow SPARQL 1.1 (section 17): a type error (comparing a string with a number, an
+unbound variable, a malformed literal in arithmetic, ...) is raised as :class:`EvalError` inside
+the closures; ``||`` and ``&&`` apply SPARQL's three-valued error logic, and the predicate
+returned by ``bind`` turns a remaining error into False, so the row is dropped.
+
+Values inside an evaluation are Python objects: ``bool``, ``int`` (xsd:integer and its derived
+types), ``Decimal`` (xsd:decimal), ``float`` (xsd:double/float), ``datetime`` (xsd:dateTime),
+``str`` (simple literals and xsd:string), :class:`LangString`, :class:`Resource` (IRIs, blank
+nodes, quoted triples) and :class:`OtherLiteral` (unknown datatypes and ill-typed literals,
+which only compare equal to themselves).
+"""
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+from functools import lru_cache
+from typing import Any, Callable, NamedTuple, Sequence
+
+from .query import Filter, Term
+
+XSD = "http://www.w3.org/2001/XMLSchema#"
+RDF_LANGSTRING = "<http://www.w3.org/1999/02/22-rdf-syntax-ns#langString>"
+
+# An expression tree node, as built by the parser:
+#   ("var", name) | ("const", term) | ("or", a, b) | ("and", a, b) | ("not", a)
+#   ("cmp", op, a, b)  op in = != < > <= >=      | ("arith", op, a, b)  op in + - * /
+#   ("neg", a) | ("pos", a) | ("call", NAME, [args])  NAME upper-case builtin
+#   ("cast", datatype_iri_without_brackets, arg) | ("in", a, [items], negated)
+Expr = tuple
+Row = Sequence[Term]
+Closure = Callable[[Row], Any]
+
+
+class EvalError(Exception):
+    """A SPARQL type error during evaluation; makes the enclosing FILTER false."""
+
+
+class FilterCompileError(ValueError):
+    """A FILTER that can never be evaluated (unknown function, wrong arity, bad constant regex)."""
+
+
+class LangString(NamedTuple):
+    lexical: str
+    lang: str
+
+
+class Resource(NamedTuple):
+    """An IRI, blank node or quoted triple: compared by term identity only."""
+
+    term: str
+    kind: str  # "iri", "bnode" or "quoted"
+
+
+class OtherLiteral(NamedTuple):
+    """A literal of a datatype we do not interpret, or an ill-typed one ("abc"^^xsd:integer)."""
+
+    term: str
+    lexical: str
+    datatype: str  # IRI without brackets
+
+
+# --------------------------------------------------------------------------- terms -> values
+
+_INTEGER_TYPES = {
+    XSD + t
+    for t in (
+        "integer", "int", "long", "short", "byte", "nonNegativeInteger", "positiveInteger",
+        "nonPositiveInteger", "negativeInteger", "unsignedLong", "unsignedInt", "unsignedShort",
+        "unsignedByte",
+    )
+}
+_INTEGER_RE = re.compile(r"[+-]?[0-9]+\Z")
+_DECIMAL_RE = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)\Z")
+_DOUBLE_RE = re.compile(r"([+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?INF|NaN)\Z")
+_DATETIME_RE = re.compile(
+    r"(-?[0-9]{4,})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]+)?"
+    r"(Z|[+-][0-9]{2}:[0-9]{2})?\Z"
+)
+_NUMERIC_TYPES = (int, Decimal, float)
+_UNESCAPES = {"\\\\": "\\", '\\"': '"', "\\n": "\n", "\\r": "\r"}
+_UNESCAPE_RE = re.compile(r'\\[\\"nr]')
+
+
+def literal_parts(term: str) -> tuple[str, str | None, str | None]:
+    """Split a canonical literal into (lexical, datatype IRI without brackets, language)."""
+    end = term.rfind('"')
+    lexical = term[1:end]
+    if "\\" in lexical:
+        lexical = _UNESCAPE_RE.sub(lambda m: _UNESCAPES[m.group()], lexical)
+    rest = term[end + 1:]
+    if rest.startswith("@"):
+        return lexical, None, rest[1:]
+    if rest.startswith("^^<"):
+        return lexical, rest[3:-1], None
+    return lexical, None, None
+
+
+def _parse_datetime(lexical: str) -> datetime | None:
+    m = _DATETIME_RE.match(lexical)
+    if not m or m.group(1).startswith("-") or len(m.group(1)) != 4:
+        return None
+    fraction = (m.group(7) or "")[:7]  # Python keeps microseconds
+    zone = m.group(8) or ""
+    if zone == "Z":
+        zone = "+00:00"
+    try:
+        return datetime.fromisoformat(lexical[: m.start(7) if m.group(7) else m.end(6)] + fraction + zone)
+    except ValueError:
+        return None
+
+
+def _typed_value(term: str, lexical: str, datatype: str) -> Any:
+    if datatype in _INTEGER_TYPES:
+        if _INTEGER_RE.match(lexical):
+            return int(lexical)
+    elif datatype == XSD + "decimal":
+        if _DECIMAL_RE.match(lexical):
+            return Decimal(lexical)
+    elif datatype == XSD + "double" or datatype == XSD + "float":
+        if _DOUBLE_RE.match(lexical):
+            return float(lexical.replace("INF", "inf"))
+    elif datatype == XSD + "boolean":
+        if lexical in ("true", "1"):
+            return True
+        if lexical in ("false", "0"):
+            return False
+    elif datatype == XSD + "dateTime":
+        value = _parse_datetime(lexical)
+        if value is not None:
+            return value
+    elif datatype == XSD + "string":
+        return lexical
+    return OtherLiteral(term, lexical, datatype)
+
+
+@lru_cache(maxsize=65536)
+def term_value(term: str) -> Any:
+    """The SPARQL value of a canonical term (cached: stream values repeat)."""
+    if term[:1] == '"':
+        lexical, datatype, lang = literal_parts(term)
+        if lang is not None:
+            return LangString(lexical, lang)
+        if datatype is None:
+            return lexical
+        return _typed_value(term, lexical, datatype)
+    if term[:2] == "<<":
+        return Resource(term, "quoted")
+    if term[:1] == "<":
+        return Resource(term, "iri")
+    if term[:2] == "_:":
+        return Resource(term, "bnode")
+    raise EvalError(f"not a term: {term!r}")
+
+
+def _escape_lexical(lexical: str) -> str:
+    return lexical.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+
+
+def _decimal_lexical(value: Decimal) -> str:
+    text = format(value, "f")
+    if "." not in text:
+        text += ".0"
+    return text
+
+
+def value_term(value: Any) -> str:
+    """The canonical term for a computed value (used by STR, DATATYPE, ... on expressions)."""
+    t = type(value)
+    if t is bool:
+        return f'"{"true" if value else "false"}"^^<{XSD}boolean>'
+    if t is int:
+        return f'"{value}"^^<{XSD}integer>'
+    if t is Decimal:
+        return f'"{_decimal_lexical(value)}"^^<{XSD}decimal>'
+    if t is float:
+        if math.isnan(value):
+            lexical = "NaN"
+        elif math.isinf(value):
+            lexical = "INF" if value > 0 else "-INF"
+        else:
+            lexical = repr(value).upper().replace("E+", "E")
+            if "E" not in lexical:
+                lexical += "E0"
+        return f'"{lexical}"^^<{XSD}double>'
+    if t is str:
+        return f'"{_escape_lexical(value)}"'
+    if t is LangString:
+        return f'"{_escape_lexical(value.lexical)}"@{value.lang}'
+    if t is datetime:
+        return f'"{value.isoformat().replace("+00:00", "Z")}"^^<{XSD}dateTime>'
+    if t is Resource or t is OtherLiteral:
+        return value.term
+    raise EvalError(f"no term for {value!r}")
+
+
+# --------------------------------------------------------------------------- operators
+
+
+def ebv(value: Any) -> bool:
+    """SPARQL effective boolean value (17.2.2)."""
+    t = type(value)
+    if t is bool:
+        return value
+    if t is int or t is Decimal:
+        return value != 0
+    if t is float:
+        return not (value == 0 or value != value)
+    if t is str:
+        return len(value) > 0
+    if t is OtherLiteral and (value.datatype in _INTEGER_TYPES or value.datatype in _EBV_FALSE_WHEN_ILL_TYPED):
+        return False
+    raise EvalError("no effective boolean value")
+
+
+_EBV_FALSE_WHEN_ILL_TYPED = {XSD + "boolean", XSD + "decimal", XSD + "double", XSD + "float"}
+
+
+def _is_numeric(value: Any) -> bool:
+    t = type(value)
+    return t is int or t is Decimal or t is float
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """RDFterm-equal extended with value equality for the types SPARQL knows."""
+    ta, tb = type(a), type(b)
+    if _is_numeric(a) and _is_numeric(b):
+        return a == b
+    if ta is tb:
+        if ta is LangString:
+            return a.lexical == b.lexical and a.lang.lower() == b.lang.lower()
+        if ta is datetime:
+            if (a.tzinfo is None) != (b.tzinfo is None):
+                raise EvalError("dateTime with and without timezone")
+            return a == b
+        if ta is OtherLiteral:
+            if a.term == b.term:
+                return True
+            raise EvalError("unknown literal types")
+        return a == b
+    if ta is Resource or tb is Resource:
+        return False  # an IRI is never equal to a literal
+    raise EvalError("literals of different types")
+
+
+def _less(a: Any, b: Any) -> bool:
+    ta, tb = type(a), type(b)
+    if _is_numeric(a) and _is_numeric(b):
+        return a < b
+    if ta is tb and ta in (str, bool, datetime):
+        if ta is datetime and (a.tzinfo is None) != (b.tzinfo is None):
+            raise EvalError("dateTime with and without timezone")
+        return a < b
+    raise EvalError("not comparable")
+
+
+def _compare(op: str, a: Any, b: Any) -> bool:
+    if op == "=":
+        return _equal(a, b)
+    if op == "!=":
+        return not _equal(a, b)
+    if op == "<":
+        return _less(a, b)
+    if op == ">":
+        return _less(b, a)
+    if op == "<=":
+        return _less(a, b) or _equal(a, b)
+    return _less(b, a) or _equal(a, b)  # >=
+
+
+def _promote(a: Any, b: Any) -> tuple[Any, Any]:
+    if not (_is_numeric(a) and _is_numeric(b)):
+        raise EvalError("arithmetic on non-numbers")
+    ta, tb = type(a), type(b)
+    if ta is tb:
+        return a, b
+    if ta is float or tb is float:
+        return float(a), float(b)
+    return Decimal(a), Decimal(b)
+
+
+def _arith(op: str, a: Any, b: Any) -> Any:
+    a, b = _promote(a, b)
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    # division: integer / integer is a decimal in SPARQL
+    if type(a) is int:
+        a, b = Decimal(a), Decimal(b)
+    if b == 0:
+        if type(a) is float:
+            return math.nan if a == 0 or a != a else math.copysign(math.inf, a) * math.copysign(1.0, b)
+        raise EvalError("division by zero")
+    return a / b
+
+
+# --------------------------------------------------------------------------- casts
+
+
+def _cast(datatype: str, value: Any, term: str) -> Any:
+    """XPath casting for the xsd constructor functions SPARQL 1.1 lists (17.5)."""
+    t = type(value)
+    if datatype == XSD + "string":
+        if t is Resource and value.kind == "iri":
+            return term[1:-1]
+        if t is Resource:
+            raise EvalError("cannot cast to string")
+        return literal_parts(value_term(value))[0] if t is not str else value
+    if t is LangString or t is Resource:
+        raise EvalError("cannot cast")
+    if t is OtherLiteral:
+        raise EvalError("cannot cast an unknown literal")
+    if datatype in (XSD + "integer", XSD + "decimal", XSD + "double", XSD + "float", XSD + "boolean", XSD + "dateTime"):
+        if t is str:
+            value = _typed_value(term, value.strip(), datatype)
+            if type(value) is OtherLiteral:
+                raise EvalError(f"cannot cast {term} to {datatype}")
+            return value
+    else:
+        raise EvalError(f"unsupported cast to {datatype}")
+    if datatype == XSD + "dateTime":
+        if t is datetime:
+            return value
+        raise EvalError("cannot cast to dateTime")
+    if t is datetime:
+        raise EvalError("cannot cast a dateTime to a number")
+    if datatype == XSD + "boolean":
+        return value if t is bool else (value != 0 and value == value)
+    if datatype == XSD + "integer":
+        if t is float and (math.isnan(value) or math.isinf(value)):
+            raise EvalError("cannot cast to integer")
+        return int(value)
+    if datatype == XSD + "decimal":
+        if t is float and (math.isnan(value) or math.isinf(value)):
+            raise EvalError("cannot cast to decimal")
+        return Decimal(int(value)) if t is bool else Decimal(str(value) if t is float else value)
+    return float(value)  # double, float
+
+
+CAST_DATATYPES = frozenset(XSD + t for t in ("integer", "decimal", "double", "float", "boolean", "dateTime", "string"))
+
+
+# --------------------------------------------------------------------------- compilation
+
+_REGEX_FLAGS = {"i": re.IGNORECASE, "s": re.DOTALL, "m": re.MULTILINE, "x": re.VERBOSE}
+
+
+def _compile_regex(pattern: str, flags: str) -> re.Pattern:
+    options = 0
+    for flag in flags:
+        if flag == "q":
+            continue
+        if flag not in _REGEX_FLAGS:
+            raise ValueError(f"unknown regex flag {flag!r}")
+        options |= _REGEX_FLAGS[flag]
+    if "q" in flags:
+        pattern = re.escape(pattern)
+    return re.compile(pattern, options)
+
+
+@lru_cache(maxsize=1024)
+def _cached_regex(pattern: str, flags: str) -> re.Pattern:
+    try:
+        return _compile_regex(pattern, flags)
+    except (re.error, ValueError) as exc:
+        raise EvalError(str(exc)) from None
+
+
+def _string_of(value: Any) -> str:
+    """The lexical form of a string literal argument (simple, xsd:string or language-tagged)."""
+    t = type(value)
+    if t is str:
+        return value
+    if t is LangString:
+        return value.lexical
+    raise EvalError("not a string literal")
+
+
+_ARITY = {
+    "BOUND": (1, 1), "REGEX": (2, 3), "STR": (1, 1), "LANG": (1, 1), "DATATYPE": (1, 1),
+    "ISIRI": (1, 1), "ISURI": (1, 1), "ISLITERAL": (1, 1), "ISBLANK": (1, 1), "ISNUMERIC": (1, 1),
+    "SAMETERM": (2, 2), "LANGMATCHES": (2, 2), "CONTAINS": (2, 2), "STRSTARTS": (2, 2),
+    "STRENDS": (2, 2), "STRLEN": (1, 1), "UCASE": (1, 1), "LCASE": (1, 1), "ABS": (1, 1),
+    "ISTRIPLE": (1, 1),
+}
+BUILTINS = frozenset(_ARITY)
+
+
+def check(expr: Expr) -> None:
+    """Raise FilterCompileError for what can never evaluate: wrong arity, bad constant regex."""
+    kind = expr[0]
+    if kind == "call":
+        name, args = expr[1], expr[2]
+        if name not in _ARITY:
+            raise FilterCompileError(f"unknown function {name}")
+        low, high = _ARITY[name]
+        if not low <= len(args) <= high:
+            count = low if low == high else f"{low} to {high}"
+            raise FilterCompileError(f"{name} takes {count} argument(s), got {len(args)}")
+        if name == "BOUND" and args[0][0] != "var":
+            raise FilterCompileError("BOUND takes a variable")
+        if name == "REGEX" and args[1][0] == "const" and (len(args) == 2 or args[2][0] == "const"):
+            try:
+                pattern = term_value(args[1][1])
+                flags = term_value(args[2][1]) if len(args) == 3 else ""
+                if type(pattern) is str and type(flags) is str:
+                    _compile_regex(pattern, flags)
+            except (re.error, ValueError) as exc:
+                raise FilterCompileError(f"invalid regular expression: {exc}") from None
+        for arg in args:
+            check(arg)
+    elif kind == "cast":
+        if expr[1] not in CAST_DATATYPES:
+            raise FilterCompileError(f"unknown function <{expr[1]}>")
+        check(expr[2])
+    elif kind == "in":
+        check(expr[1])
+        for item in expr[2]:
+            check(item)
+    elif kind not in ("var", "const"):
+        for child in expr[1:]:
+            if isinstance(child, tuple):
+                check(child)
+
+
+def variables_of(expr: Expr) -> frozenset[str]:
+    """Names (without '?') of the variables an expression mentions."""
+    found: set[str] = set()
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tuple) and node:
+            if node[0] == "var":
+                found.add(node[1])
+                return
+            for child in node[1:]:
+                visit(child)
+        elif isinstance(node, list):
+            for child in node:
+                visit(child)
+
+    visit(expr)
+    return frozenset(found)
+
+
+class _Compiler:
+    """Builds the closures for one (expression, slots) pair."""
+
+    def __init__(self, slots: dict[str, int]):
+        self.slots = slots
+
+    # Terms: variables and constants are returned as they are; computed values converted.
+    def term(self, expr: Expr) -> Closure:
+        kind = expr[0]
+        if kind == "var":
+            index = self.slots.get(expr[1])
+            if index is None:
+                return _unbound
+            def var_term(row: Row, i: int = index) -> str:
+                t = row[i]
+                if t is None:
+                    raise EvalError("unbound")
+                return t
+            return var_term
+        if kind == "const":
+            term = expr[1]
+            return lambda row: term
+        value = self.value(expr)
+        return lambda row: value_term(value(row))
+
+    def value(self, expr: Expr) -> Closure:
+        return getattr(self, "_" + expr[0])(expr)
+
+    def _var(self, expr: Expr) -> Closure:
+        index = self.slots.get(expr[1])
+        if index is None:
+            return _unbound
+        tv = term_value
+
+        def var_value(row: Row, i: int = index) -> Any:
+            t = row[i]
+            if t is None:
+                raise EvalError("unbound")
+            return tv(t)
+        return var_value
+
+    def _const(self, expr: Expr) -> Closure:
+        value = term_value(expr[1])
+        return lambda row: value
+
+    def _or(self, expr: Expr) -> Closure:
+        left, right = self.value(expr[1]), self.value(expr[2])
+
+        def or_(row: Row) -> bool:
+            try:
+                if ebv(left(row)):
+                    return True
+            except EvalError:
+                if ebv(right(row)):
+                    return True
+                raise
+            return ebv(right(row))
+        return or_
+
+    def _and(self, expr: Expr) -> Closure:
+        left, right = self.value(expr[1]), self.value(expr[2])
+
+        def and_(row: Row) -> bool:
+            try:
+                if not ebv(left(row)):
+                    return False
+            except EvalError:
+                if not ebv(right(row)):
+                    return False
+                raise
+            return ebv(right(row))
+        return and_
+
+    def _not(self, expr: Expr) -> Closure:
+        inner = self.value(expr[1])
+        return lambda row: not ebv(inner(row))
+
+    def _cmp(self, expr: Expr) -> Closure:
+        op, left, right = expr[1], self.value(expr[2]), self.value(expr[3])
+        if expr[3][0] == "const" and op in ("<", ">", "<=", ">="):
+            constant = term_value(expr[3][1])
+            if _is_numeric(constant):  # the common `?value > 20`: a direct comparison
+                fast = {"<": lambda a: a < constant, ">": lambda a: a > constant,
+                        "<=": lambda a: a <= constant, ">=": lambda a: a >= constant}[op]
+
+                def numeric_cmp(row: Row) -> bool:
+                    a = left(row)
+                    t = type(a)
+                    if t is int or t is float or t is Decimal:
+                        return fast(a)
+                    return _compare(op, a, constant)
+                return numeric_cmp
+        return lambda row: _compare(op, left(row), right(row))
+
+    def _arith(self, expr: Expr) -> Closure:
+        op, left, right = expr[1], self.value(expr[2]), self.value(expr[3])
+        return lambda row: _arith(op, left(row), right(row))
+
+    def _neg(self, expr: Expr) -> Closure:
+        inner = self.value(expr[1])
+
+        def neg(row: Row) -> Any:
+            v = inner(row)
+            if not _is_numeric(v):
+                raise EvalError("negation of a non-number")
+            return -v
+        return neg
+
+    def _pos(self, expr: Expr) -> Closure:
+        inner = self.value(expr[1])
+
+        def pos(row: Row) -> Any:
+            v = inner(row)
+            if not _is_numeric(v):
+                raise EvalError("unary plus on a non-number")
+            return v
+        return pos
+
+    def _in(self, expr: Expr) -> Closure:
+        needle = self.value(expr[1])
+        items = [self.value(item) for item in expr[2]]
+        negated = expr[3]
+
+        def in_(row: Row) -> bool:
+            v = needle(row)
+            error = False
+            for item in items:
+                try:
+                    if _equal(v, item(row)):
+                        return not negated
+                except EvalError:
+                    error = True
+            if error:
+                raise EvalError("IN with an error")
+            return negated
+        return in_
+
+    def _cast(self, expr: Expr) -> Closure:
+        datatype, value, term = expr[1], self.value(expr[2]), self.term(expr[2])
+        return lambda row: _cast(datatype, value(row), term(row))
+
+    def _call(self, expr: Expr) -> Closure:
+        name, args = expr[1], expr[2]
+        if name == "BOUND":
+            index = self.slots.get(args[0][1])
+            if index is None:
+                return lambda row: False
+            return lambda row: row[index] is not None
+        if name == "REGEX":
+            return self._regex(args)
+        if name in ("STR", "LANG", "DATATYPE", "ISIRI", "ISURI", "ISLITERAL", "ISBLANK", "ISTRIPLE"):
+            term = self.term(args[0])
+            return {
+                "STR": lambda row: _str(term(row)),
+                "LANG": lambda row: _lang(term(row)),
+                "DATATYPE": lambda row: _datatype(term(row)),
+                "ISIRI": lambda row: _is_iri(term(row)),
+                "ISURI": lambda row: _is_iri(term(row)),
+                "ISLITERAL": lambda row: term(row)[:1] == '"',
+                "ISBLANK": lambda row: term(row)[:2] == "_:",
+                "ISTRIPLE": lambda row: term(row)[:2] == "<<",
+            }[name]
+        if name == "SAMETERM":
+            a, b = self.term(args[0]), self.term(args[1])
+            return lambda row: a(row) == b(row)
+        values = [self.value(arg) for arg in args]
+        if name == "ISNUMERIC":
+            a = values[0]
+            return lambda row: _is_numeric(a(row))
+        if name == "ABS":
+            a = values[0]
+
+            def abs_(row: Row) -> Any:
+                v = a(row)
+                if not _is_numeric(v):
+                    raise EvalError("ABS of a non-number")
+                return abs(v)
+            return abs_
+        if name == "STRLEN":
+            a = values[0]
+            return lambda row: len(_string_of(a(row)))
+        if name in ("UCASE", "LCASE"):
+            a = values[0]
+            upper = name == "UCASE"
+
+            def case(row: Row) -> Any:
+                v = a(row)
+                if type(v) is LangString:
+                    return LangString(v.lexical.upper() if upper else v.lexical.lower(), v.lang)
+                s = _string_of(v)
+                return s.upper() if upper else s.lower()
+            return case
+        if name == "LANGMATCHES":
+            a, b = values
+
+            def langmatches(row: Row) -> bool:
+                tag, tag_range = a(row), b(row)
+                if type(tag) is not str or type(tag_range) is not str:
+                    raise EvalError("LANGMATCHES takes simple literals")
+                if tag_range == "*":
+                    return tag != ""
+                tag, tag_range = tag.lower(), tag_range.lower()
+                return tag == tag_range or tag.startswith(tag_range + "-")
+            return langmatches
+        a, b = values  # CONTAINS, STRSTARTS, STRENDS
+        method = {"CONTAINS": str.__contains__, "STRSTARTS": str.startswith, "STRENDS": str.endswith}[name]
+
+        def string_test(row: Row) -> bool:
+            x, y = a(row), b(row)
+            if type(y) is LangString and (type(x) is not LangString or x.lang.lower() != y.lang.lower()):
+                raise EvalError("incompatible string arguments")
+            return method(_string_of(x), _string_of(y))
+        return string_test
+
+    def _regex(self, args: list) -> Closure:
+        text = self.value(args[0])
+        constant_pattern = args[1][0] == "const" and (len(args) == 2 or args[2][0] == "const")
+        if constant_pattern:
+            pattern = term_value(args[1][1])
+            flags = term_value(args[2][1]) if len(args) == 3 else ""
+            if type(pattern) is not str or type(flags) is not str:
+                return _always_error
+            compiled = _cached_regex(pattern, flags)
+            search = compiled.search
+            return lambda row: search(_string_of(text(row))) is not None
+        pattern_of = self.value(args[1])
+        flags_of = self.value(args[2]) if len(args) == 3 else (lambda row: "")
+
+        def regex(row: Row) -> bool:
+            pattern, flags = pattern_of(row), flags_of(row)
+            if type(pattern) is not str or type(flags) is not str:
+                raise EvalError("REGEX pattern and flags must be simple literals")
+            return _cached_regex(pattern, flags).search(_string_of(text(row))) is not None
+        return regex
+
+
+def _unbound(row: Row) -> Any:
+    raise EvalError("unbound variable")
+
+
+def _always_error(row: Row) -> Any:
+    raise EvalError("type error")
+
+
+def _is_iri(term: str) -> bool:
+    return term[:1] == "<" and term[:2] != "<<"
+
+
+def _str(term: str) -> str:
+    if term[:1] == '"':
+        return literal_parts(term)[0]
+    if _is_iri(term):
+        return term[1:-1]
+    raise EvalError("STR of a blank node or quoted triple")
+
+
+def _lang(term: str) -> str:
+    if term[:1] != '"':
+        raise EvalError("LANG of a non-literal")
+    return literal_parts(term)[2] or ""
+
+
+def _datatype(term: str) -> Resource:
+    if term[:1] != '"':
+        raise EvalError("DATATYPE of a non-literal")
+    _, datatype, lang = literal_parts(term)
+    if lang is not None:
+        return Resource(RDF_LANGSTRING, "iri")
+    return Resource(f"<{datatype or XSD + 'string'}>", "iri")
+
+
+_EVAL_FAILURES = (EvalError, TypeError, ValueError, ArithmeticError, InvalidOperation, OverflowError)
+
+
+def compile_filter(expr: Expr, text: str) -> Filter:
+    """A Filter for an expression tree; raises FilterCompileError when it can never evaluate."""
+    check(expr)
+
+    def bind(slots: dict[str, int]) -> Callable[[Row], bool]:
+        evaluate = _Compiler(slots).value(expr)
+
+        def predicate(row: Row) -> bool:
+            try:
+                return ebv(evaluate(row))
+            except _EVAL_FAILURES:
+                return False
+        return predicate
+
+    return Filter(text=text, variables=variables_of(expr), bind=bind)

@@ -1,0 +1,861 @@
+"""RSP-QL parser: query text to the :class:`~edgewave.agent.engine.query.Query` the network compiles.
+
+A hand-written recursive-descent parser over a small regular-expression lexer. Hand-written
+because the errors matter as much as the parses: every error names the line, the column and
+what was expected there, in the user's words (``line 3, column 17: expected '}' or a triple
+pattern, found 'FILTR'``), and because RSP-QL needs a few context-dependent tokens (durations
+such as ``PT0.5S`` or ``5m`` inside ``[RANGE ...]``) that a grammar generator lexes badly.
+
+Accepted language (a superset of what RSP4J/YASPER, RSP.js, C-SPARQL and Sparkwave write)::
+
+    [PREFIX/BASE ...]
+    [REGISTER (RSTREAM|ISTREAM|DSTREAM|QUERY|STREAM) name AS]    name: <iri>, prefixed or bare
+    [PREFIX/BASE ...]                                             (a '.' after PREFIX is allowed)
+    SELECT [DISTINCT|REDUCED] (* | ?v ...)
+    FROM NAMED WINDOW w ON [STREAM] s [RANGE d [STEP d]]          RSP-QL: a named window
+    FROM STREAM s [[RANGE d [STEP d | TUMBLING]]]                 C-SPARQL: the default window
+    FROM [NAMED] <g>                                              a static graph (IRI ignored)
+    [WHERE] { triples . WINDOW w { ... } FILTER(...) { ... } }
+
+Triple patterns follow SPARQL 1.1 with SPARQL-star: ``<< s p o >>`` in subject or object
+position (nested), and the annotation form ``s p o {| :confidence ?c |}``, which asserts the
+triple pattern and annotates its quoted form.
+
+Durations are ISO 8601 (``PT10S``, ``PT1M30S``, ``PT0.5S``, ``P1D``) or C-SPARQL (``10s``,
+``5m``, ``1h``, ``100ms``, ``1d``).
+
+Where patterns go: a triple pattern inside ``WINDOW w { }`` belongs to window ``w``. Outside
+any WINDOW block it belongs to the C-SPARQL default window when the query has ``FROM STREAM``
+clauses, and to static data (``window=None``) otherwise. The default window is marked
+``with_static``: as in C-SPARQL (streams and ``FROM`` graphs form one dataset) and Sparkwave
+(static triples sit in every alpha memory), its patterns match static triples too, which is
+what Figure 4 of the Sparkwave paper needs for its ``sioc:account_of`` graph. Several ``FROM STREAM`` clauses make
+one default window that reads all of those streams (``WindowSpec.more_streams``): C-SPARQL
+merges its streams into one dataset, so a pattern matches a triple from any of them. The
+window's width is the largest RANGE and its step the smallest STEP among them. A C-SPARQL stream
+without RANGE (Sparkwave's Listing 2 sets the width outside the query) takes
+``default_width_ms``; without one it is an error.
+
+Terms are produced in the canonical, interned form of docs/ARCHITECTURE.md. Blank nodes in
+patterns (``_:b``, ``[]``, ``[ :p :o ]``) are non-distinguished variables named ``?_:b`` /
+``?_:anonN``; the colon keeps them apart from user variables and out of ``SELECT *``.
+"""
+from __future__ import annotations
+
+import re
+import sys
+from bisect import bisect_right
+from decimal import Decimal, ROUND_HALF_UP
+from typing import NamedTuple
+from urllib.parse import urljoin
+
+from . import filters
+from ...shared.ntriples import make_iri, make_literal, make_quoted
+from .query import Filter, Query, QuerySyntaxError, TriplePattern, WindowSpec, is_var
+
+__all__ = ["parse_query", "parse_duration", "QuerySyntaxError"]
+
+XSD = "http://www.w3.org/2001/XMLSchema#"
+RDF_TYPE = "<http://www.w3.org/1999/02/22-rdf-syntax-ns#type>"
+_intern = sys.intern
+_SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
+
+# --------------------------------------------------------------------------- lexer
+
+_PN_CHARS_BASE = (
+    "A-Za-z\u00C0-\u00D6\u00D8-\u00F6\u00F8-\u02FF\u0370-\u037D\u037F-\u1FFF\u200C-\u200D"
+    "\u2070-\u218F\u2C00-\u2FEF\u3001-\uD7FF\uF900-\uFDCF\uFDF0-\uFFFD\U00010000-\U000EFFFF"
+)
+_PN_CHARS_U = _PN_CHARS_BASE + "_"
+_PN_CHARS = _PN_CHARS_U + r"\-0-9\u00B7\u0300-\u036F\u203F-\u2040"
+_PLX = r"%[0-9A-Fa-f]{2}|\\[_~.\-!$&'()*+,;=/?#@%]"
+_PN_PREFIX = f"[{_PN_CHARS_BASE}](?:[{_PN_CHARS}.]*[{_PN_CHARS}])?"
+_PN_LOCAL = f"(?:[{_PN_CHARS_U}:0-9]|{_PLX})(?:(?:[{_PN_CHARS}.:]|{_PLX})*(?:[{_PN_CHARS}:]|{_PLX}))?"
+_VARNAME = f"[{_PN_CHARS_U}0-9][{_PN_CHARS_U}0-9\u00B7\u0300-\u036F\u203F-\u2040]*"
+_ECHAR = r"\\[tbnrf\\\"']"
+_UCHAR = r"\\u[0-9A-Fa-f]{4}|\\U[0-9A-Fa-f]{8}"
+
+_TOKEN_RE = re.compile(
+    "|".join(
+        f"(?P<{name}>{pattern})"
+        for name, pattern in [
+            ("IRI", r"<(?:[^<>\"{}|^`\\\x00-\x20]|" + _UCHAR + r")*>"),
+            ("QOPEN", r"<<"),
+            ("QCLOSE", r">>"),
+            ("LONG", r"'''(?:(?:'|'')?(?:[^'\\]|" + _ECHAR + "|" + _UCHAR + r"))*'''"
+                     r'|"""(?:(?:"|"")?(?:[^"\\]|' + _ECHAR + "|" + _UCHAR + r'))*"""'),
+            ("STRING", r"'(?:[^'\\\n\r]|" + _ECHAR + "|" + _UCHAR + r")*'"
+                       r'|"(?:[^"\\\n\r]|' + _ECHAR + "|" + _UCHAR + r')*"'),
+            ("VAR", r"[?$]" + _VARNAME),
+            ("BNODE", f"_:[{_PN_CHARS_U}0-9](?:[{_PN_CHARS}.]*[{_PN_CHARS}])?"),
+            ("PNAME", f"(?:{_PN_PREFIX})?:(?:{_PN_LOCAL})?"),
+            ("DOUBLE", r"(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)[eE][+-]?[0-9]+"),
+            ("DECIMAL", r"[0-9]*\.[0-9]+"),
+            ("INTEGER", r"[0-9]+"),
+            ("LANGTAG", r"@[a-zA-Z]+(?:-[a-zA-Z0-9]+)*"),
+            ("NAME", r"[A-Za-z_][A-Za-z0-9_]*"),
+            ("PUNCT", r"\^\^|&&|\{\||\|\}|\|\||!=|<=|>=|[{}()\[\].;,*=<>!+\-/]"),
+        ]
+    )
+)
+_SKIP_RE = re.compile(r"(?:\s+|#[^\n]*)*")
+_DURATION_WORD_RE = re.compile(r"[A-Za-z0-9.]+")
+
+
+class _Token(NamedTuple):
+    kind: str  # IRI QOPEN QCLOSE LONG STRING VAR BNODE PNAME DOUBLE DECIMAL INTEGER LANGTAG NAME PUNCT EOF
+    text: str
+    pos: int
+    end: int
+
+    def describe(self) -> str:
+        if self.kind == "EOF":
+            return "end of query"
+        text = self.text if len(self.text) <= 40 else self.text[:37] + "..."
+        return f"'{text}'"
+
+    def is_punct(self, value: str) -> bool:
+        return self.kind == "PUNCT" and self.text == value
+
+    def is_word(self, *words: str) -> bool:
+        return self.kind == "NAME" and self.text.upper() in words
+
+
+class _Lexer:
+    """Tokens on demand, with one token of look-ahead; positions map to line and column."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.pos = 0
+        self._peeked: _Token | None = None
+        self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def location(self, pos: int) -> tuple[int, int]:
+        line = bisect_right(self._line_starts, pos)
+        return line, pos - self._line_starts[line - 1] + 1
+
+    def peek(self) -> _Token:
+        if self._peeked is None:
+            self._peeked = self._scan()
+        return self._peeked
+
+    def next(self) -> _Token:
+        token = self.peek()
+        self._peeked = None
+        return token
+
+    def _scan(self) -> _Token:
+        pos = _SKIP_RE.match(self.text, self.pos).end()
+        if pos >= len(self.text):
+            self.pos = pos
+            return _Token("EOF", "", pos, pos)
+        m = _TOKEN_RE.match(self.text, pos)
+        if m is None:
+            char = self.text[pos]
+            line, column = self.location(pos)
+            if char in "\"'":
+                raise QuerySyntaxError("unterminated or malformed string literal", line, column, ("a string",))
+            raise QuerySyntaxError(f"unexpected character {char!r}", line, column, ())
+        self.pos = m.end()
+        return _Token(m.lastgroup, m.group(), pos, m.end())
+
+    def duration_word(self) -> _Token:
+        """The raw word at the current position (a duration lexes differently from SPARQL)."""
+        if self._peeked is not None:
+            self.pos = self._peeked.pos
+            self._peeked = None
+        pos = _SKIP_RE.match(self.text, self.pos).end()
+        m = _DURATION_WORD_RE.match(self.text, pos)
+        if m is None:
+            self.pos = pos
+            return self.next()
+        self.pos = m.end()
+        return _Token("NAME", m.group(), pos, m.end())
+
+
+# --------------------------------------------------------------------------- terms
+
+_ECHAR_VALUES = {"t": "\t", "b": "\b", "n": "\n", "r": "\r", "f": "\f", "\\": "\\", '"': '"', "'": "'"}
+_ESCAPE_RE = re.compile(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.))", re.S)
+_UCHAR_RE = re.compile(r"\\u([0-9A-Fa-f]{4})|\\U([0-9A-Fa-f]{8})")
+_PN_LOCAL_ESC_RE = re.compile(r"\\(.)")
+
+
+def _unescape_string(body: str) -> str:
+    def replace(m: re.Match) -> str:
+        if m.group(1) or m.group(2):
+            return chr(int(m.group(1) or m.group(2), 16))
+        return _ECHAR_VALUES[m.group(3)]
+
+    return _ESCAPE_RE.sub(replace, body) if "\\" in body else body
+
+
+def _decode_uchars(text: str) -> str:
+    if "\\" not in text:
+        return text
+    return _UCHAR_RE.sub(lambda m: chr(int(m.group(1) or m.group(2), 16)), text)
+
+
+def literal_term(lexical: str, datatype: str | None = None, lang: str | None = None) -> str:
+    """The canonical, interned term for a literal (the codec's own rule); ``datatype`` bare IRI."""
+    if datatype is not None and not _SCHEME_RE.match(datatype):
+        return _intern('"' + make_literal(lexical)[1:-1] + '"^^<' + datatype + ">")  # relative datatype
+    return make_literal(lexical, datatype=datatype, lang=lang)
+
+
+def iri_term(iri: str) -> str:
+    """The canonical, interned term for an IRI given without brackets (relative ones kept)."""
+    if _SCHEME_RE.match(iri):
+        return make_iri(iri)
+    return _intern("<" + iri + ">")
+
+
+def _is_ground(term: object) -> bool:
+    return isinstance(term, str) and not is_var(term)
+
+
+# --------------------------------------------------------------------------- durations
+
+_ISO_DURATION_RE = re.compile(
+    r"P(?:(?P<Y>\d+(?:\.\d+)?)Y)?(?:(?P<MO>\d+(?:\.\d+)?)M)?(?:(?P<W>\d+(?:\.\d+)?)W)?(?:(?P<D>\d+(?:\.\d+)?)D)?"
+    r"(?:T(?:(?P<H>\d+(?:\.\d+)?)H)?(?:(?P<MI>\d+(?:\.\d+)?)M)?(?:(?P<S>\d+(?:\.\d+)?)S)?)?\Z",
+    re.I,
+)
+_CSPARQL_DURATION_RE = re.compile(r"(?P<n>\d+(?:\.\d+)?)(?P<unit>ms|s|m|h|d)\Z", re.I)
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+
+
+def parse_duration(text: str) -> int:
+    """Milliseconds in an ISO 8601 (``PT1M30S``) or C-SPARQL (``5m``) duration; ValueError if bad."""
+    m = _CSPARQL_DURATION_RE.match(text)
+    if m:
+        total = Decimal(m.group("n")) * _UNIT_MS[m.group("unit").lower()]
+    else:
+        m = _ISO_DURATION_RE.match(text)
+        if not m or text.upper() in ("P", "PT") or text.upper().endswith("T"):
+            raise ValueError(f"not a duration: {text!r} (expected e.g. PT10S, PT0.5S, P1D, 10s, 5m, 100ms)")
+        if m.group("Y") or m.group("MO"):
+            raise ValueError(f"calendar durations (years, months) have no fixed length: {text!r}")
+        total = Decimal(0)
+        for group, unit in (("W", "w"), ("D", "d"), ("H", "h"), ("MI", "m"), ("S", "s")):
+            if m.group(group):
+                total += Decimal(m.group(group)) * _UNIT_MS[unit]
+    ms = int(total.quantize(Decimal(1), rounding=ROUND_HALF_UP))
+    if ms <= 0:
+        raise ValueError(f"a window duration must be at least 1 ms: {text!r}")
+    return ms
+
+
+# --------------------------------------------------------------------------- parser
+
+_TRIPLE_START = ("VAR", "IRI", "PNAME", "BNODE", "QOPEN")
+_UNSUPPORTED_GROUP_WORDS = ("OPTIONAL", "UNION", "MINUS", "GRAPH", "BIND", "VALUES", "SERVICE", "SEQ", "EQUALS",
+                            "OPTIONALSEQ", "EQUALSOPTIONAL")
+
+
+class _Parser:
+    """One parse: a method per grammar rule, each consuming tokens from the lexer."""
+
+    def __init__(self, text: str, default_width_ms: int | None):
+        self.text = text
+        self.lexer = _Lexer(text)
+        self.default_width_ms = default_width_ms
+        self.prefixes: dict[str, str] = {}
+        self.base: str | None = None
+        self.windows: dict[str, WindowSpec] = {}
+        self.streams: list[tuple[str, int | None, int | None, _Token]] = []  # C-SPARQL FROM STREAM
+        self.patterns: list[TriplePattern] = []
+        self.filters: list[Filter] = []
+        self.anon = 0
+        self.default_window: str | None = None  # the C-SPARQL window, when FROM STREAM is used
+
+    # ------------------------------------------------------------------ helpers
+    def error(self, message: str, token: _Token | int, expected: tuple[str, ...] = ()) -> QuerySyntaxError:
+        pos = token if isinstance(token, int) else token.pos
+        line, column = self.lexer.location(pos)
+        return QuerySyntaxError(message, line, column, expected)
+
+    def expected(self, what: str, token: _Token | None = None) -> QuerySyntaxError:
+        token = token or self.lexer.peek()
+        return self.error(f"expected {what}, found {token.describe()}", token, (what,))
+
+    def expect_punct(self, value: str, what: str | None = None) -> _Token:
+        token = self.lexer.peek()
+        if not token.is_punct(value):
+            raise self.expected(what or f"'{value}'")
+        return self.lexer.next()
+
+    def expect_word(self, *words: str, what: str | None = None) -> _Token:
+        token = self.lexer.peek()
+        if not token.is_word(*words):
+            raise self.expected(what or " or ".join(words))
+        return self.lexer.next()
+
+    def accept_word(self, *words: str) -> _Token | None:
+        return self.lexer.next() if self.lexer.peek().is_word(*words) else None
+
+    def accept_punct(self, value: str) -> _Token | None:
+        return self.lexer.next() if self.lexer.peek().is_punct(value) else None
+
+    # ------------------------------------------------------------------ query
+    def query(self) -> Query:
+        self.prologue()
+        name = "query"
+        registered = bool(self.accept_word("REGISTER"))
+        if registered:
+            self.expect_word("RSTREAM", "ISTREAM", "DSTREAM", "QUERY", "STREAM",
+                             what="RSTREAM, ISTREAM, DSTREAM or QUERY")
+            name = self.query_name()
+            self.expect_word("AS")
+            self.prologue()
+        if not self.lexer.peek().is_word("SELECT"):
+            raise self.expected("SELECT" if registered else "REGISTER, PREFIX or SELECT")
+        distinct, select = self.select_clause()
+        while self.lexer.peek().is_word("FROM"):
+            self.dataset_clause()
+        self.finish_default_window()
+        self.accept_word("WHERE")
+        if not self.lexer.peek().is_punct("{"):
+            raise self.expected("'{'" if self.windows or self.streams else "FROM or '{'")
+        self.group(window=self.default_window)
+        token = self.lexer.peek()
+        if token.kind != "EOF":
+            raise self.expected("end of query", token)
+        if not self.patterns:
+            raise self.error("the query has no triple patterns", token, ("a triple pattern",))
+        query = Query(
+            name=name,
+            select=tuple(v for v, _ in select),
+            windows=dict(self.windows),
+            patterns=tuple(self.patterns),
+            filters=tuple(self.filters),
+            text=self.text,
+            prefixes=dict(self.prefixes),
+            distinct=distinct,
+        )
+        known = set(query.variables())
+        for compiled in self.filters:
+            # a variable no pattern binds stays unbound (BOUND is false, other uses are errors);
+            # the network must not wait for it before evaluating the filter
+            compiled.variables = compiled.variables & known
+        for variable, token in select:
+            if variable not in known:
+                raise self.error(f"SELECT variable ?{variable} does not occur in any triple pattern", token,
+                                 ("a variable of the WHERE clause",))
+        return query
+
+    def prologue(self) -> None:
+        while True:
+            token = self.lexer.peek()
+            if token.is_word("PREFIX"):
+                self.lexer.next()
+                prefix = self.lexer.next()
+                if prefix.kind != "PNAME" or not prefix.text.endswith(":"):
+                    raise self.expected("a prefix such as 'ex:'", prefix)
+                iri = self.lexer.next()
+                if iri.kind != "IRI":
+                    raise self.expected("an IRI in angle brackets", iri)
+                self.prefixes[prefix.text[:-1]] = self.resolve(_decode_uchars(iri.text[1:-1]))
+                self.accept_punct(".")  # C-SPARQL and Sparkwave write "PREFIX p: <...>."
+            elif token.is_word("BASE"):
+                self.lexer.next()
+                iri = self.lexer.next()
+                if iri.kind != "IRI":
+                    raise self.expected("an IRI in angle brackets", iri)
+                self.base = self.resolve(_decode_uchars(iri.text[1:-1]))
+            else:
+                return
+
+    def resolve(self, iri: str) -> str:
+        if self.base is None or _SCHEME_RE.match(iri):
+            return iri
+        return urljoin(self.base, iri)
+
+    def query_name(self) -> str:
+        token = self.lexer.next()
+        if token.kind == "IRI":
+            return _decode_uchars(token.text[1:-1])
+        if token.kind == "PNAME":
+            return self.expand_pname(token)[1:-1]
+        if token.kind == "NAME" and not token.is_word("AS"):
+            return token.text
+        raise self.expected("a query name (an IRI, a prefixed name or a word)", token)
+
+    def select_clause(self) -> tuple[bool, list[tuple[str, _Token]]]:
+        self.expect_word("SELECT")
+        distinct = bool(self.accept_word("DISTINCT"))
+        if not distinct:
+            self.accept_word("REDUCED")
+        if self.accept_punct("*"):
+            return distinct, []
+        select: list[tuple[str, _Token]] = []
+        while self.lexer.peek().kind == "VAR":
+            token = self.lexer.next()
+            select.append((token.text[1:], token))
+        if not select:
+            raise self.expected("'*' or a variable")
+        return distinct, select
+
+    # ------------------------------------------------------------------ dataset: windows and streams
+    def dataset_clause(self) -> None:
+        self.expect_word("FROM")
+        if self.accept_word("NAMED"):
+            if self.accept_word("WINDOW"):
+                self.named_window()
+            else:
+                self.iri("a graph IRI")  # FROM NAMED <g>: static data, nothing to record
+            return
+        if self.accept_word("STREAM"):
+            stream_token = self.lexer.peek()
+            stream = self.iri("a stream IRI")
+            width = step = None
+            if self.lexer.peek().is_punct("["):
+                width, step = self.window_bounds(csparql=True)
+            self.streams.append((stream, width, step, stream_token))
+            return
+        if self.lexer.peek().kind in ("IRI", "PNAME"):
+            self.iri("a graph IRI")  # FROM <g>: the static graph; its triples arrive via add_static
+            return
+        raise self.expected("NAMED WINDOW, STREAM or a graph IRI")
+
+    def named_window(self) -> None:
+        token = self.lexer.peek()
+        name = self.iri("a window name (an IRI)")
+        if name in self.windows:
+            raise self.error(f"window {name} is declared twice", token, ())
+        self.expect_word("ON")
+        self.accept_word("STREAM")
+        stream = self.iri("a stream IRI")
+        if not self.lexer.peek().is_punct("["):
+            raise self.expected("'[RANGE <duration> STEP <duration>]'")
+        width, step = self.window_bounds(csparql=False)
+        self.windows[name] = WindowSpec(name=name, stream=stream, width_ms=width, step_ms=step)
+
+    def window_bounds(self, csparql: bool) -> tuple[int, int | None]:
+        self.expect_punct("[")
+        self.expect_word("RANGE", what="RANGE")
+        width = self.duration()
+        step = None
+        if self.accept_word("STEP", "SLIDE"):
+            step = self.duration()
+        elif csparql and self.accept_word("TUMBLING"):
+            step = width
+        self.expect_punct("]", "STEP or ']'" if step is None else "']'")
+        return width, step
+
+    def duration(self) -> int:
+        token = self.lexer.duration_word()
+        if token.text.upper() == "TRIPLES":
+            raise self.error("count-based windows (RANGE TRIPLES) are not supported", token, ("a duration",))
+        if token.kind == "EOF" or (token.kind == "PUNCT"):
+            raise self.expected("a duration such as PT10S or 10s", token)
+        try:
+            return parse_duration(token.text)
+        except ValueError as exc:
+            raise self.error(str(exc), token, ("a duration such as PT10S or 10s",)) from None
+
+    def finish_default_window(self) -> None:
+        if not self.streams:
+            return
+        widths = []
+        for stream, width, _, token in self.streams:
+            if width is None:
+                if self.default_width_ms is None:
+                    raise self.error(
+                        f"stream {stream} has no window: expected '[RANGE <duration>]' after it "
+                        "(or give parse_query a default_width_ms)", token, ("[RANGE <duration>]",))
+                width = self.default_width_ms
+            widths.append(width)
+        steps = [step for _, _, step, _ in self.streams if step is not None]
+        first = self.streams[0][0]
+        more = tuple(dict.fromkeys(s for s, _, _, _ in self.streams[1:] if s != first))
+        if first in self.windows:
+            raise self.error(f"{first} names both a window and a stream", self.streams[0][3], ())
+        self.windows[first] = WindowSpec(name=first, stream=first, width_ms=max(widths),
+                                         step_ms=min(steps) if steps else None, more_streams=more,
+                                         with_static=True)
+        self.default_window = first
+
+    # ------------------------------------------------------------------ graph patterns
+    def group(self, window: str | None) -> None:
+        self.expect_punct("{")
+        while True:
+            token = self.lexer.peek()
+            if token.is_punct("}"):
+                self.lexer.next()
+                return
+            if token.is_punct("."):
+                self.lexer.next()
+                continue
+            if token.is_punct("{"):
+                self.group(window)
+                continue
+            if token.is_word("WINDOW"):
+                self.window_block(window)
+                continue
+            if token.is_word("FILTER"):
+                self.filter()
+                continue
+            if token.kind in _TRIPLE_START or token.is_punct("["):
+                self.triples(window)
+                following = self.lexer.peek()
+                if not (following.is_punct(".") or following.is_punct("}") or following.is_word("FILTER", "WINDOW")
+                        or following.is_punct("{")):
+                    raise self.expected("'.', ';', ',' or '}'", following)
+                continue
+            if token.is_word(*_UNSUPPORTED_GROUP_WORDS):
+                raise self.error(f"{token.text.upper()} is not supported by the engine (conjunctive patterns "
+                                 "with FILTER only)", token, ("'}'", "a triple pattern"))
+            raise self.expected("'}' or a triple pattern", token)
+
+    def window_block(self, outer: str | None) -> None:
+        keyword = self.lexer.next()
+        if outer is not None and outer != self.default_window:
+            raise self.error("WINDOW blocks cannot be nested", keyword, ("a triple pattern",))
+        token = self.lexer.peek()
+        if token.kind == "VAR":
+            raise self.error("WINDOW with a variable is not supported; name a declared window", token,
+                             ("a window name",))
+        name = self.iri("a window name")
+        if name not in self.windows or name == self.default_window:
+            declared = ", ".join(w for w in self.windows if w != self.default_window) or "none"
+            raise self.error(f"window {name} is not declared with FROM NAMED WINDOW (declared: {declared})",
+                             token, ("a declared window",))
+        self.group(name)
+
+    def triples(self, window: str | None) -> None:
+        token = self.lexer.peek()
+        if token.is_punct("["):
+            subject = self.blank_node_property_list(window)
+            if self.lexer.peek().is_punct(".") or self.lexer.peek().is_punct("}"):
+                return  # "[ :p :o ] ." alone is a complete triples block
+        else:
+            subject = self.subject_term(window)
+        self.property_list(subject, window)
+
+    def property_list(self, subject, window: str | None) -> None:
+        while True:
+            predicate = self.verb()
+            while True:
+                obj = self.object_term(window)
+                self.add_pattern(TriplePattern(subject, predicate, obj, window))
+                if self.accept_punct("{|"):  # SPARQL-star annotation: s p o {| :conf ?c |}
+                    if _is_ground(subject) and _is_ground(predicate) and _is_ground(obj):
+                        quoted = make_quoted((subject, predicate, obj))
+                    else:
+                        quoted = TriplePattern(subject, predicate, obj, None)
+                    self.property_list(quoted, window)
+                    self.expect_punct("|}", "'|}' or ';'")
+                if not self.accept_punct(","):
+                    break
+            if not self.accept_punct(";"):
+                return
+            while self.accept_punct(";"):
+                pass
+            token = self.lexer.peek()
+            if token.is_punct(".") or token.is_punct("}") or token.is_punct("]") or token.is_punct("|}"):
+                return
+
+    def add_pattern(self, pattern: TriplePattern) -> None:
+        self.patterns.append(pattern)
+
+    def verb(self) -> str:
+        token = self.lexer.peek()
+        if token.kind == "NAME" and token.text == "a":
+            self.lexer.next()
+            return RDF_TYPE
+        if token.kind == "VAR":
+            self.lexer.next()
+            return _intern("?" + token.text[1:])
+        if token.kind in ("IRI", "PNAME"):
+            return self.iri("a predicate")
+        raise self.expected("a predicate (an IRI, a prefixed name, 'a' or a variable)", token)
+
+    def subject_term(self, window: str | None):
+        token = self.lexer.peek()
+        if token.kind in ("VAR", "IRI", "PNAME", "BNODE", "QOPEN"):
+            return self.node(window)
+        raise self.expected("a triple pattern", token)
+
+    def object_term(self, window: str | None):
+        token = self.lexer.peek()
+        if token.is_punct("["):
+            return self.blank_node_property_list(window)
+        if token.is_punct("("):
+            raise self.error("RDF collections are not supported in patterns", token, ("an object",))
+        return self.node(window, allow_literal=True, what="an object (an IRI, a literal, a variable or '<<')")
+
+    def blank_node_property_list(self, window: str | None) -> str:
+        self.expect_punct("[")
+        variable = self.fresh_blank()
+        if self.accept_punct("]"):
+            return variable
+        self.property_list(variable, window)
+        self.expect_punct("]", "']' or ';'")
+        return variable
+
+    def fresh_blank(self) -> str:
+        self.anon += 1
+        return _intern(f"?_:anon{self.anon}")
+
+    def node(self, window: str | None, allow_literal: bool = False, what: str = "a subject"):
+        """One RDF term or variable in a pattern (subject, object, or inside << >>)."""
+        token = self.lexer.peek()
+        kind = token.kind
+        if kind == "VAR":
+            self.lexer.next()
+            return _intern("?" + token.text[1:])
+        if kind in ("IRI", "PNAME"):
+            return self.iri(what)
+        if kind == "BNODE":
+            self.lexer.next()
+            return _intern("?" + token.text)  # ?_:label, a non-distinguished variable
+        if kind == "QOPEN":
+            return self.quoted(window)
+        if token.is_punct("[") and self.peek_anon():
+            return self.fresh_blank()
+        if allow_literal:
+            literal = self.literal(what)
+            if literal is not None:
+                return literal
+        raise self.expected(what, token)
+
+    def peek_anon(self) -> bool:
+        """Consume '[ ]' (an anonymous blank node) if that is what comes next."""
+        save_pos, save_peek = self.lexer.pos, self.lexer._peeked
+        self.lexer.next()
+        if self.lexer.peek().is_punct("]"):
+            self.lexer.next()
+            return True
+        self.lexer.pos, self.lexer._peeked = save_pos, save_peek
+        return False
+
+    def quoted(self, window: str | None):
+        self.lexer.next()  # <<
+        s = self.node(window, what="the subject of a quoted triple")
+        p = self.verb()
+        o = self.node(window, allow_literal=True, what="the object of a quoted triple")
+        token = self.lexer.peek()
+        if token.kind != "QCLOSE":
+            raise self.expected("'>>'", token)
+        self.lexer.next()
+        if _is_ground(s) and _is_ground(p) and _is_ground(o):
+            return make_quoted((s, p, o))
+        return TriplePattern(s, p, o, None)
+
+    def iri(self, what: str) -> str:
+        token = self.lexer.peek()
+        if token.kind == "IRI":
+            self.lexer.next()
+            return iri_term(self.resolve(_decode_uchars(token.text[1:-1])))
+        if token.kind == "PNAME":
+            self.lexer.next()
+            return self.expand_pname(token)
+        raise self.expected(what, token)
+
+    def expand_pname(self, token: _Token) -> str:
+        prefix, _, local = token.text.partition(":")
+        if prefix not in self.prefixes:
+            raise self.error(f"undeclared prefix '{prefix}:'", token, ("a declared prefix",))
+        if "\\" in local:
+            local = _PN_LOCAL_ESC_RE.sub(r"\1", local)
+        return iri_term(self.prefixes[prefix] + local)
+
+    def literal(self, what: str) -> str | None:
+        """A literal term, or None when the next token does not start one."""
+        token = self.lexer.peek()
+        kind = token.kind
+        if kind in ("STRING", "LONG"):
+            self.lexer.next()
+            body = token.text[3:-3] if kind == "LONG" else token.text[1:-1]
+            lexical = _unescape_string(body)
+            following = self.lexer.peek()
+            if following.kind == "LANGTAG" and following.pos == token.end:
+                self.lexer.next()
+                return literal_term(lexical, lang=following.text[1:])
+            if following.is_punct("^^"):
+                self.lexer.next()
+                datatype = self.iri("a datatype IRI")
+                return literal_term(lexical, datatype=datatype[1:-1])
+            return literal_term(lexical)
+        if kind in ("INTEGER", "DECIMAL", "DOUBLE"):
+            self.lexer.next()
+            return self.number(token.text, kind)
+        if token.is_punct("+") or token.is_punct("-"):
+            save_pos = self.lexer.pos
+            self.lexer.next()
+            number = self.lexer.peek()
+            if number.kind in ("INTEGER", "DECIMAL", "DOUBLE") and number.pos == token.end:
+                self.lexer.next()
+                return self.number(token.text + number.text, number.kind)
+            self.lexer.pos, self.lexer._peeked = save_pos, token
+            return None
+        if token.is_word("TRUE", "FALSE") and token.text in ("true", "false"):
+            self.lexer.next()
+            return literal_term(token.text, datatype=XSD + "boolean")
+        return None
+
+    @staticmethod
+    def number(text: str, kind: str) -> str:
+        datatype = {"INTEGER": "integer", "DECIMAL": "decimal", "DOUBLE": "double"}[kind]
+        return literal_term(text, datatype=XSD + datatype)
+
+    # ------------------------------------------------------------------ FILTER
+    def filter(self) -> None:
+        keyword = self.lexer.next()
+        start = self.lexer.peek()
+        if start.is_punct("("):
+            expr = self.bracketted()
+        elif start.kind == "NAME" and start.text.upper() in filters.BUILTINS:
+            expr = self.primary()
+        elif start.kind in ("IRI", "PNAME"):
+            expr = self.primary()
+        else:
+            raise self.expected("'(' or a function call after FILTER", start)
+        end = self.lexer.pos if self.lexer._peeked is None else self.lexer._peeked.pos
+        text = self.text[start.pos:end].strip()
+        try:
+            compiled = filters.compile_filter(expr, text)
+        except filters.FilterCompileError as exc:
+            raise self.error(str(exc), keyword, ("a valid FILTER",)) from None
+        self.filters.append(compiled)
+
+    def bracketted(self):
+        self.expect_punct("(")
+        expr = self.expression()
+        self.expect_punct(")", "')' or an operator")
+        return expr
+
+    def expression(self):
+        left = self.and_expression()
+        while self.accept_punct("||"):
+            left = ("or", left, self.and_expression())
+        return left
+
+    def and_expression(self):
+        left = self.relational()
+        while self.accept_punct("&&"):
+            left = ("and", left, self.relational())
+        return left
+
+    def relational(self):
+        left = self.additive()
+        token = self.lexer.peek()
+        if token.kind == "PUNCT" and token.text in ("=", "!=", "<", ">", "<=", ">="):
+            self.lexer.next()
+            return ("cmp", token.text, left, self.additive())
+        if token.is_word("IN"):
+            self.lexer.next()
+            return ("in", left, self.expression_list(), False)
+        if token.is_word("NOT"):
+            self.lexer.next()
+            self.expect_word("IN")
+            return ("in", left, self.expression_list(), True)
+        return left
+
+    def expression_list(self) -> list:
+        self.expect_punct("(")
+        items = []
+        if self.accept_punct(")"):
+            return items
+        while True:
+            items.append(self.expression())
+            if self.accept_punct(")"):
+                return items
+            self.expect_punct(",", "',' or ')'")
+
+    def additive(self):
+        left = self.multiplicative()
+        while True:
+            token = self.lexer.peek()
+            if token.is_punct("+") or token.is_punct("-"):
+                self.lexer.next()
+                left = ("arith", token.text, left, self.multiplicative())
+            else:
+                return left
+
+    def multiplicative(self):
+        left = self.unary()
+        while True:
+            token = self.lexer.peek()
+            if token.is_punct("*") or token.is_punct("/"):
+                self.lexer.next()
+                left = ("arith", token.text, left, self.unary())
+            else:
+                return left
+
+    def unary(self):
+        token = self.lexer.peek()
+        if token.is_punct("!"):
+            self.lexer.next()
+            return ("not", self.unary())
+        if token.is_punct("-"):
+            self.lexer.next()
+            return ("neg", self.unary())
+        if token.is_punct("+"):
+            self.lexer.next()
+            return ("pos", self.unary())
+        return self.primary()
+
+    def primary(self):
+        token = self.lexer.peek()
+        kind = token.kind
+        if token.is_punct("("):
+            return self.bracketted()
+        if kind == "VAR":
+            self.lexer.next()
+            return ("var", token.text[1:])
+        if kind in ("IRI", "PNAME"):
+            iri = self.iri("an IRI")
+            if self.lexer.peek().is_punct("("):
+                args = self.argument_list()
+                if len(args) != 1:
+                    raise self.error(f"a cast to {iri} takes one argument", token, ("one argument",))
+                if iri[1:-1] not in filters.CAST_DATATYPES:
+                    raise self.error(f"unknown function {iri}", token, ("a known function",))
+                return ("cast", iri[1:-1], args[0])
+            return ("const", iri)
+        if kind == "NAME" and token.text.upper() in filters.BUILTINS:
+            self.lexer.next()
+            name = token.text.upper()
+            if name == "BOUND":
+                self.expect_punct("(")
+                variable = self.lexer.peek()
+                if variable.kind != "VAR":
+                    raise self.expected("a variable", variable)
+                self.lexer.next()
+                self.expect_punct(")")
+                return ("call", name, [("var", variable.text[1:])])
+            args = self.argument_list()
+            try:
+                filters.check(("call", name, args))
+            except filters.FilterCompileError as exc:
+                raise self.error(str(exc), token, ("a valid call",)) from None
+            return ("call", name, args)
+        if kind == "QOPEN":
+            term = self.quoted(None)
+            if isinstance(term, TriplePattern):
+                raise self.error("quoted triples in FILTER must be constant", token, ("a constant",))
+            return ("const", term)
+        literal = self.literal("an expression")
+        if literal is not None:
+            return ("const", literal)
+        if kind == "NAME":
+            raise self.error(f"unknown function or keyword '{token.text}'", token, ("an expression",))
+        raise self.expected("an expression", token)
+
+    def argument_list(self) -> list:
+        self.expect_punct("(")
+        args = [self.expression()]
+        while self.accept_punct(","):
+            args.append(self.expression())
+        self.expect_punct(")", "',' or ')'")
+        return args
+
+
+def parse_query(text: str, *, default_width_ms: int | None = None) -> Query:
+    """Parse one RSP-QL query; raises QuerySyntaxError naming line, column and what was expected.
+
+    ``default_width_ms`` is the width for a C-SPARQL ``FROM STREAM`` without ``[RANGE ...]``.
+    """
+    return _Parser(text, default_width_ms).query()

@@ -1,0 +1,1 @@
+"""A BSBM-like workload generator for the Sparkwave benchmark (paper section 4)."""

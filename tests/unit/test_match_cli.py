@@ -1,0 +1,170 @@
+"""`edgewave match` end to end, as a user runs it: a subprocess over files."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EX = "http://ex.org/"
+SCHEMA_TTL = """
+@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+@prefix ex: <http://ex.org/> .
+ex:TempSensor rdfs:subClassOf ex:Sensor .
+ex:celsius rdfs:subPropertyOf ex:reading .
+"""
+QUERY = """
+PREFIX ex: <http://ex.org/>
+PREFIX rdf: <http://www.w3.org/1999/02/22-rdf-syntax-ns#>
+REGISTER RSTREAM <hot> AS
+SELECT ?sensor ?value ?room
+FROM NAMED WINDOW <w> ON <http://ex.org/sensors> [RANGE PT10S STEP PT1S]
+WHERE {
+  WINDOW <w> { ?sensor rdf:type ex:Sensor . ?sensor ex:reading ?value . }
+  ?sensor ex:in ?room .
+}
+"""
+STATIC_NT = f"<{EX}s1> <{EX}in> <{EX}kitchen> .\n<{EX}s2> <{EX}in> <{EX}hall> .\n"
+TYPE = "<http://www.w3.org/1999/02/22-rdf-syntax-ns#type>"
+
+
+def edgewave_cmd() -> list[str]:
+    script = Path(sys.executable).parent / "edgewave"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "edgewave.agent.match_cli"]
+
+
+def run(args: list[str], stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*edgewave_cmd(), "match", *args], input=stdin, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    (tmp_path / "schema.ttl").write_text(SCHEMA_TTL)
+    (tmp_path / "static.nt").write_text(STATIC_NT)
+    (tmp_path / "q.rq").write_text(QUERY)
+    lines = [
+        f"1000\t<{EX}s1> {TYPE} <{EX}TempSensor> .",
+        f"1500\t<{EX}s1> <{EX}celsius> \"21\" .",
+        "not a line at all",  # line 3
+        f"2000\t<{EX}s2> {TYPE} <{EX}TempSensor> .",
+        f"2100\t<{EX}s2> <{EX}celsius> \"bad literal .",  # line 5
+        "",
+        "# a comment",
+        f"1900\t<{EX}s2> <{EX}celsius> \"19\" .",  # line 8: time goes back
+        f"2500\t<{EX}s2> <{EX}celsius> \"23\" .",
+        f"30000\t<{EX}s1> <{EX}celsius> \"25\" .",  # too late for s1's type triple
+    ]
+    (tmp_path / "stream.tsv").write_text("\n".join(lines) + "\n")
+    return {name: tmp_path / name for name in ("schema.ttl", "static.nt", "q.rq", "stream.tsv")}
+
+
+def test_matches_as_json_lines_with_malformed_lines_reported(files):
+    result = run(["--schema", str(files["schema.ttl"]), "--static", str(files["static.nt"]),
+                  "--query", str(files["q.rq"]), "--stream", str(files["stream.tsv"])])
+    assert result.returncode == 0, result.stderr
+    matches = [json.loads(line) for line in result.stdout.splitlines()]
+    assert matches == [
+        {"pattern": "hot", "bindings": {"sensor": f"<{EX}s1>", "value": '"21"', "room": f"<{EX}kitchen>"},
+         "start": 1000, "end": 1500},
+        {"pattern": "hot", "bindings": {"sensor": f"<{EX}s2>", "value": '"23"', "room": f"<{EX}hall>"},
+         "start": 2000, "end": 2500},
+    ]
+    err = result.stderr
+    assert re.search(r"\bmalformed=3\b", err)
+    for line_no in (3, 5, 8):
+        assert re.search(rf"stream\.tsv:line {line_no}\b", err), err
+    summary = dict(re.findall(r"(\w+)=([\w.]+)", err.strip().splitlines()[-1]))
+    assert summary["triples_in"] == "5"
+    assert summary["matches"] == "2"
+    assert int(summary["entailed"]) >= 4
+    assert float(summary["peak_memory_mb"]) > 0
+    assert "triples_per_s" in summary
+
+
+def test_no_entailment_finds_nothing_here(files):
+    result = run(["--schema", str(files["schema.ttl"]), "--static", str(files["static.nt"]),
+                  "--query", str(files["q.rq"]), "--stream", str(files["stream.tsv"]), "--no-entailment"])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    assert "entailment=off" in result.stderr
+
+
+def test_stream_from_standard_input(files):
+    result = run(["--schema", str(files["schema.ttl"]), "--static", str(files["static.nt"]),
+                  "--query", str(files["q.rq"]), "--stream", "-"], stdin=files["stream.tsv"].read_text())
+    assert result.returncode == 0, result.stderr
+    assert len(result.stdout.splitlines()) == 2
+
+
+def test_many_malformed_lines_report_the_first_ten_and_the_count(tmp_path, files):
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("".join(f"x{i}\tnothing\n" for i in range(25)) + f"5\t<{EX}a> <{EX}b> <{EX}c> .\n")
+    result = run(["--query", str(files["q.rq"]), "--stream", str(bad)])
+    assert result.returncode == 0
+    assert "malformed=25" in result.stderr
+    assert "bad.tsv:line 10" in result.stderr and "bad.tsv:line 11" not in result.stderr
+    assert "and 15 more" in result.stderr
+    assert "triples_in=1" in result.stderr
+
+
+def test_several_streams_by_iri_are_merged_by_timestamp(tmp_path):
+    query = tmp_path / "q.rq"
+    query.write_text("""
+        PREFIX ex: <http://ex.org/>
+        REGISTER RSTREAM <pair> AS SELECT ?d ?room
+        FROM NAMED WINDOW <a> ON <http://ex.org/alarms> [RANGE PT1S STEP PT1S]
+        FROM NAMED WINDOW <l> ON <http://ex.org/locations> [RANGE PT1M STEP PT1S]
+        WHERE { WINDOW <a> { ?d ex:alarm ?v } WINDOW <l> { ?d ex:in ?room } }
+    """)
+    alarms = tmp_path / "alarms.tsv"
+    alarms.write_text(f"5000\t<{EX}d1> <{EX}alarm> \"1\" .\n9000\t<{EX}d2> <{EX}alarm> \"1\" .\n")
+    locations = tmp_path / "locations.tsv"
+    # d2's location arrives on the alarm-less stream only: d2 must not match through it.
+    locations.write_text(f"1000\t<{EX}d1> <{EX}in> <{EX}r1> .\n8000\t<{EX}d2> <{EX}alarm> \"1\" .\n")
+    result = run(["--query", str(query), "--stream", f"http://ex.org/alarms={alarms}",
+                  "--stream", f"<http://ex.org/locations>={locations}"])
+    assert result.returncode == 0, result.stderr
+    assert [json.loads(line) for line in result.stdout.splitlines()] == [
+        {"pattern": "pair", "bindings": {"d": f"<{EX}d1>", "room": f"<{EX}r1>"}, "start": 1000, "end": 5000}
+    ]
+    assert "triples_in=4" in result.stderr
+
+
+def test_a_bad_query_names_file_line_and_column(tmp_path, files):
+    bad = tmp_path / "bad.rq"
+    bad.write_text("SELECT ?x\nWHERE { ?x ?y }\n")
+    result = run(["--query", str(bad), "--stream", str(files["stream.tsv"])])
+    assert result.returncode == 2
+    assert "bad.rq" in result.stderr and re.search(r"line 2, column \d+", result.stderr), result.stderr
+    assert result.stdout == ""
+
+
+def test_a_missing_file_is_a_clear_error(tmp_path, files):
+    result = run(["--query", str(files["q.rq"]), "--stream", str(tmp_path / "nope.tsv")])
+    assert result.returncode == 2
+    assert "nope.tsv" in result.stderr
+
+
+def test_non_ascii_lines_match_and_invalid_utf8_is_reported(tmp_path):
+    query = tmp_path / "q.rq"
+    query.write_text("""
+        PREFIX ex: <http://ex.org/>
+        REGISTER RSTREAM <names> AS SELECT ?s ?n
+        FROM NAMED WINDOW <w> ON <http://ex.org/s> [RANGE PT1S STEP PT1S]
+        WHERE { WINDOW <w> { ?s ex:name ?n } }
+    """)
+    stream = tmp_path / "s.tsv"
+    stream.write_bytes(
+        f"1\t<{EX}a> <{EX}name> \"caf\u00e9\" .\n".encode()
+        + f"2\t<{EX}b> <{EX}name> \"".encode() + b"\xff\xfe" + b"\" .\n"
+        + f"3\t<{EX}c> <{EX}name> \"ok\" .\n".encode()
+    )
+    result = run(["--query", str(query), "--stream", str(stream)])
+    assert result.returncode == 0, result.stderr
+    assert [json.loads(line)["bindings"]["n"] for line in result.stdout.splitlines()] == ['"caf\u00e9"', '"ok"']
+    assert "malformed=1" in result.stderr and "s.tsv:line 2" in result.stderr
