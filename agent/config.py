@@ -1,0 +1,258 @@
+"""The agent's YAML settings: every option, its default, and why it exists.
+
+One dataclass per YAML section. ``load_settings(path)`` reads the file, fills in the
+defaults documented here (and in ``configs/agent.yaml``), and rejects unknown keys and
+wrong types with a message naming the offending key, so a typo in a gateway's config
+fails at start-up rather than silently falling back to a default.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+DEFAULT_STREAM_TEMPLATE = "http://example.org/stream/{stream}"
+_SEGMENT = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+class SettingsError(ValueError):
+    """The YAML settings are unusable; the message names the key."""
+
+
+@dataclass
+class TlsSettings:
+    """TLS towards one broker; all paths PEM. Enabled as soon as ``ca`` or ``cert`` is set."""
+
+    ca: str | None = None          # CA bundle that signed the broker's certificate
+    cert: str | None = None        # client certificate (mutual TLS)
+    key: str | None = None         # client private key
+    insecure: bool = False         # skip hostname verification (test rigs only)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.ca or self.cert)
+
+
+@dataclass
+class BrokerSettings:
+    """One MQTT broker connection."""
+
+    host: str = "127.0.0.1"
+    port: int = 1883
+    username: str | None = None
+    password: str | None = None
+    client_id: str | None = None   # default: edgewave-<gateway>-local / -cloud
+    keepalive_s: int = 30
+    session_expiry_s: int = 86400  # cloud only: how long the broker keeps our session offline
+    tls: TlsSettings = field(default_factory=TlsSettings)
+
+
+@dataclass
+class ReconnectSettings:
+    """Exponential backoff with full jitter between reconnect attempts."""
+
+    min_delay_s: float = 0.5
+    max_delay_s: float = 30.0
+
+
+@dataclass
+class InputSettings:
+    """Sensor input on the local broker (``ew/in/<stream>/<sensor>``)."""
+
+    qos: int = 1
+    max_message_bytes: int = 16384   # larger messages are counted as oversized and dropped
+    queue_max: int = 20000           # messages waiting for the engine thread; beyond: counted drop
+    # Stream segment of the topic -> stream IRI the patterns name (without angle brackets).
+    streams: dict[str, str] = field(default_factory=dict)
+    # Rule for segments not in ``streams``; ``{stream}`` is the segment. null: such
+    # messages are "unknown stream" and dropped.
+    default_stream: str | None = DEFAULT_STREAM_TEMPLATE
+
+
+@dataclass
+class SignificanceSettings:
+    """Defaults of the significance filter; config documents override them per property."""
+
+    enabled: bool = True
+    deadband_absolute: float | None = None  # forward when |value - last forwarded| >= this
+    deadband_relative: float | None = None  # ... or when |change| / |last forwarded| >= this
+    max_silence_s: float | None = 300.0     # forward at least this often while values arrive
+    max_rate_per_s: float | None = 1.0      # at most this many significant events per sensor
+
+
+@dataclass
+class OutboxSettings:
+    """Store-and-forward of uplink events (SQLite, WAL)."""
+
+    path: str = "outbox.db"          # relative to data_dir
+    max_bytes: int = 64 * 1024 * 1024
+    max_age_s: float = 7 * 86400     # older events are dropped (counted)
+    policy: str = "drop_oldest"      # or "refuse_newest", when max_bytes is reached
+    max_inflight: int = 100          # published, not yet acknowledged (PUBACK)
+    max_rate_per_s: float = 1000.0   # publish pacing; replay after an outage obeys it
+    resend_after_s: float = 10.0     # unacknowledged after a reconnect: publish again
+    synchronous: str = "NORMAL"      # SQLite synchronous; FULL survives power loss too
+
+
+@dataclass
+class StatusSettings:
+    """Health reporting: retained status on the cloud broker, local state file."""
+
+    interval_s: float = 30.0          # status message with counters every N seconds
+    local_interval_s: float = 2.0     # state file for `edgewave-agent status`
+    state_file: str = "status.json"   # relative to data_dir
+
+
+@dataclass
+class ConfigSettings:
+    """Reconfiguration by signed documents pushed on ``ew/<gateway>/config``."""
+
+    key: str | None = None            # HMAC key shared with the cloud for this gateway
+    key_file: str | None = None       # ... or a file holding it (preferred: keeps it out of YAML)
+    store: str = "configs.db"         # applied documents, relative to data_dir
+    keep: int = 5                     # applied documents kept for rollback
+    bootstrap: str | None = None      # local TriG document used until the cloud sends one
+
+
+@dataclass
+class EngineSettings:
+    entailment: bool = True           # RDFS entailment through the epsilon-network
+
+
+@dataclass
+class AgentSettings:
+    """All of the agent's settings (configs/agent.yaml)."""
+
+    gateway: str = "gw1"
+    data_dir: str = "var/edgewave-agent"
+    log_level: str = "INFO"
+    shutdown_grace_s: float = 5.0     # on SIGTERM: how long to wait for PUBACKs
+    local: BrokerSettings = field(default_factory=BrokerSettings)
+    cloud: BrokerSettings = field(default_factory=BrokerSettings)
+    reconnect: ReconnectSettings = field(default_factory=ReconnectSettings)
+    input: InputSettings = field(default_factory=InputSettings)
+    significance: SignificanceSettings = field(default_factory=SignificanceSettings)
+    outbox: OutboxSettings = field(default_factory=OutboxSettings)
+    status: StatusSettings = field(default_factory=StatusSettings)
+    config: ConfigSettings = field(default_factory=ConfigSettings)
+    engine: EngineSettings = field(default_factory=EngineSettings)
+    source: str | None = None         # the YAML file these came from (not a YAML key)
+
+    def data_path(self, name: str) -> Path:
+        """A file inside data_dir (absolute names are kept as they are)."""
+        path = Path(name)
+        return path if path.is_absolute() else Path(self.data_dir) / path
+
+    def config_key(self) -> bytes:
+        """The gateway's config-signing key; an error when none is configured."""
+        if self.config.key_file:
+            return Path(self.config.key_file).read_text().strip().encode()
+        if self.config.key:
+            return self.config.key.encode()
+        raise SettingsError("config.key or config.key_file is required to verify config documents")
+
+    def stream_iri(self, segment: str) -> str | None:
+        """The stream IRI (bare, no brackets) of a topic's stream segment, None if unknown."""
+        if segment in self.input.streams:
+            return self.input.streams[segment]
+        if self.input.default_stream and _SEGMENT.match(segment):
+            return self.input.default_stream.format(stream=segment)
+        return None
+
+    def knows_stream(self, iri: str) -> bool:
+        """True when sensor input can reach stream ``iri`` (explicit map or default rule)."""
+        iri = iri[1:-1] if iri.startswith("<") else iri
+        if iri in self.input.streams.values():
+            return True
+        template = self.input.default_stream
+        if not template or "{stream}" not in template:
+            return False
+        head, tail = template.split("{stream}", 1)
+        if not (iri.startswith(head) and iri.endswith(tail)):
+            return False
+        segment = iri[len(head):len(iri) - len(tail)] if tail else iri[len(head):]
+        return bool(_SEGMENT.match(segment))
+
+
+def _build(cls: type, data: Any, where: str) -> Any:
+    if data is None:
+        return cls()
+    if not isinstance(data, dict):
+        raise SettingsError(f"{where or 'settings'}: expected a mapping, got {type(data).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        name = str(key).replace("-", "_")
+        path = f"{where}.{key}" if where else str(key)
+        if name not in fields or name == "source":
+            raise SettingsError(f"unknown setting {path!r}")
+        default = getattr(cls(), name)
+        if dataclasses.is_dataclass(default):
+            kwargs[name] = _build(type(default), value, path)
+        else:
+            kwargs[name] = _coerce(str(fields[name].type), value, path)
+    return cls(**kwargs)
+
+
+def _coerce(annotation: str, value: Any, path: str) -> Any:
+    """Check ``value`` against a field's annotation (a string, as written in this module)."""
+    if value is None:
+        if "None" in annotation:
+            return None
+        raise SettingsError(f"{path}: a value is required")
+    kind = annotation.split("|")[0].strip()
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise SettingsError(f"{path}: expected true/false, got {value!r}")
+        return value
+    if kind in ("int", "float"):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise SettingsError(f"{path}: expected a number, got {value!r}")
+        if kind == "int" and value != int(value):
+            raise SettingsError(f"{path}: expected an integer, got {value!r}")
+        return int(value) if kind == "int" else float(value)
+    if kind.startswith("dict"):
+        if not isinstance(value, dict):
+            raise SettingsError(f"{path}: expected a mapping, got {value!r}")
+        return {str(k): str(v) for k, v in value.items()}
+    if isinstance(value, (dict, list)):
+        raise SettingsError(f"{path}: expected a string, got {value!r}")
+    return str(value)
+
+
+def settings_from_dict(data: dict[str, Any] | None) -> AgentSettings:
+    """Settings from an already-parsed YAML mapping, validated."""
+    settings = _build(AgentSettings, data or {}, "")
+    if settings.outbox.policy not in ("drop_oldest", "refuse_newest"):
+        raise SettingsError(f"outbox.policy: expected drop_oldest or refuse_newest, got {settings.outbox.policy!r}")
+    if settings.input.qos not in (0, 1, 2):
+        raise SettingsError(f"input.qos: expected 0, 1 or 2, got {settings.input.qos}")
+    for segment in settings.input.streams:
+        if not _SEGMENT.match(segment):
+            raise SettingsError(f"input.streams: invalid stream segment {segment!r}")
+    if settings.input.default_stream and "{stream}" not in settings.input.default_stream:
+        raise SettingsError("input.default_stream must contain {stream}")
+    if settings.outbox.max_inflight < 1 or settings.outbox.max_rate_per_s <= 0:
+        raise SettingsError("outbox.max_inflight and outbox.max_rate_per_s must be positive")
+    if settings.reconnect.min_delay_s <= 0 or settings.reconnect.max_delay_s < settings.reconnect.min_delay_s:
+        raise SettingsError("reconnect: need 0 < min_delay_s <= max_delay_s")
+    return settings
+
+
+def load_settings(path: str | os.PathLike[str]) -> AgentSettings:
+    """Read and validate the agent's YAML file. Relative paths are relative to the working directory."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except OSError as exc:
+        raise SettingsError(f"cannot read {path}: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise SettingsError(f"{path}: invalid YAML: {exc}") from exc
+    settings = settings_from_dict(data)
+    settings.source = str(path)
+    return settings

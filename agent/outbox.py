@@ -1,0 +1,257 @@
+"""Store-and-forward: every uplink event is on disk before it is published.
+
+An SQLite file (WAL) holds the events in the order they were made. A row is deleted
+only when the cloud broker acknowledged it (PUBACK), never when it was merely handed
+to the socket, and nothing wipes the table on reconnect: both are how other gateways
+lost data (AWS Greengrass spooler and ThingsBoard gateway storage issues). The outbox
+is bounded by bytes and by age; when full, ``drop_oldest`` or ``refuse_newest``
+applies, and every drop is counted (kept in the file, so a restart does not hide it)
+and logged.
+
+A file SQLite cannot read (at start, or found damaged by a write) is moved aside with a
+timestamp and a fresh one created (sqlite_files.py): the agent keeps running and the
+operator gets a loud log line, never a crash loop.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import sqlite_utils
+
+from edgewave.agent.sqlite_files import move_aside, open_database
+
+log = logging.getLogger("edgewave.agent.outbox")
+
+DROP_OLDEST = "drop_oldest"
+REFUSE_NEWEST = "refuse_newest"
+
+
+@dataclass(frozen=True)
+class OutboxRow:
+    seq: int
+    event_id: str
+    kind: str
+    created_ms: int
+    payload: bytes
+
+
+@dataclass(frozen=True)
+class OutboxStats:
+    depth: int
+    bytes: int
+    oldest_age_ms: int | None
+    dropped: int
+    dropped_full: int
+    dropped_expired: int
+    refused: int
+
+
+_INSERT = "INSERT INTO events (event_id, kind, created_ms, size, payload) VALUES (?, ?, ?, ?, ?)"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Outbox:
+    """The on-disk queue of events waiting for the cloud broker's PUBACK."""
+
+    def __init__(self, path: str | os.PathLike[str], *, max_bytes: int, max_age_s: float,
+                 policy: str = DROP_OLDEST, synchronous: str = "NORMAL") -> None:
+        if policy not in (DROP_OLDEST, REFUSE_NEWEST):
+            raise ValueError(f"unknown outbox policy {policy!r}")
+        self.path = Path(path)
+        self.max_bytes = max_bytes
+        self.max_age_ms = int(max_age_s * 1000)
+        self.policy = policy
+        self.synchronous = synchronous.upper()
+        self._lock = threading.Lock()
+        self._expiry_checked_ms = 0
+        self.moved_aside: Path | None = None
+        self.generation = 0      # bumped when the file was replaced: positions in it are void
+        self._open()
+
+    # -- opening and recovery --------------------------------------------------------------
+    def _open(self) -> None:
+        def prepare(conn: sqlite3.Connection) -> None:
+            # AUTOINCREMENT: a sequence number is never reused, even after the table emptied,
+            # so "everything after seq N" stays a correct position for the uplink.
+            conn.execute("CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
+                         "event_id TEXT NOT NULL, kind TEXT NOT NULL, created_ms INTEGER NOT NULL, "
+                         "size INTEGER NOT NULL, payload BLOB NOT NULL)")
+            sqlite_utils.Database(conn)["counters"].create({"name": str, "value": int}, pk="name",
+                                                          if_not_exists=True)
+            conn.execute("SELECT count(*), coalesce(sum(size), 0) FROM events").fetchone()
+
+        conn, moved = open_database(self.path, prepare, "outbox", self.synchronous)
+        if moved is not None:
+            self.moved_aside = moved
+            self.generation += 1
+        self._conn = conn
+        self.db = sqlite_utils.Database(conn)
+        totals = conn.execute("SELECT count(*), coalesce(sum(size), 0) FROM events").fetchone()
+        self._depth, self._bytes = int(totals[0]), int(totals[1])
+        self._counters = {row[0]: row[1] for row in conn.execute("SELECT name, value FROM counters")}
+        if self._depth:
+            log.info("outbox event=opened path=%s pending=%d bytes=%d", self.path, self._depth, self._bytes)
+
+    def _recover(self, exc: sqlite3.DatabaseError) -> None:
+        """The file went bad while running: move it aside, start a fresh one (caller holds the lock)."""
+        try:
+            self._conn.close()
+        except sqlite3.Error:
+            pass
+        self.moved_aside = move_aside(self.path, exc, "outbox")
+        self.generation += 1
+        self._open()
+
+    def close(self) -> None:
+        with self._lock:
+            try:
+                self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            except sqlite3.Error:
+                pass
+            self._conn.close()
+
+    # -- writing ---------------------------------------------------------------------------
+    def append(self, event_id: str, kind: str, payload: bytes, now_ms: int | None = None) -> int | None:
+        """Store one event; its sequence number, or None when the policy refused it."""
+        now_ms = _now_ms() if now_ms is None else now_ms
+        size = len(payload)
+        with self._lock:
+            self._expire(now_ms)
+            if self._bytes + size > self.max_bytes:
+                if self.policy == REFUSE_NEWEST or size > self.max_bytes:
+                    self._count("refused", 1)
+                    log.error("outbox event=refused id=%s bytes=%d outbox_bytes=%d max_bytes=%d",
+                              event_id, size, self._bytes, self.max_bytes)
+                    return None
+                self._drop_oldest_until(self.max_bytes - size)
+            row = (event_id, kind, now_ms, size, payload)
+            try:
+                cur = self._conn.execute(_INSERT, row)
+            except sqlite3.OperationalError:
+                raise            # disk full, I/O: the caller counts and logs it
+            except sqlite3.DatabaseError as exc:
+                self._recover(exc)
+                cur = self._conn.execute(_INSERT, row)
+            self._depth += 1
+            self._bytes += size
+            return int(cur.lastrowid)
+
+    def _drop_oldest_until(self, budget: int) -> None:
+        dropped = 0
+        while self._bytes > budget and self._depth:
+            rows = self._conn.execute("SELECT seq, size FROM events ORDER BY seq LIMIT 100").fetchall()
+            take = []
+            for seq, size in rows:
+                if self._bytes <= budget:
+                    break
+                take.append(seq)
+                self._bytes -= size
+                self._depth -= 1
+            self._conn.executemany("DELETE FROM events WHERE seq = ?", [(s,) for s in take])
+            dropped += len(take)
+        if dropped:
+            self._count("dropped_full", dropped)
+            log.error("outbox event=dropped_oldest count=%d reason=full max_bytes=%d", dropped, self.max_bytes)
+
+    def expire(self, now_ms: int | None = None) -> None:
+        """Drop (and count) events older than max_age_s; also runs on every append."""
+        with self._lock:
+            self._expire(_now_ms() if now_ms is None else now_ms)
+
+    def _expire(self, now_ms: int) -> None:
+        if not self._depth or not self.max_age_ms:
+            return
+        if now_ms - self._expiry_checked_ms < 1000:
+            return
+        self._expiry_checked_ms = now_ms
+        cutoff = now_ms - self.max_age_ms
+        oldest = self._conn.execute("SELECT created_ms FROM events ORDER BY seq LIMIT 1").fetchone()[0]
+        if oldest is None or oldest >= cutoff:
+            return
+        row = self._conn.execute("SELECT count(*), coalesce(sum(size), 0) FROM events WHERE created_ms < ?",
+                                 (cutoff,)).fetchone()
+        self._conn.execute("DELETE FROM events WHERE created_ms < ?", (cutoff,))
+        self._depth -= row[0]
+        self._bytes -= row[1]
+        self._count("dropped_expired", row[0])
+        log.error("outbox event=dropped_expired count=%d max_age_s=%d", row[0], self.max_age_ms // 1000)
+
+    def _count(self, name: str, n: int) -> None:
+        self._counters[name] = self._counters.get(name, 0) + n
+        self._conn.execute("INSERT INTO counters (name, value) VALUES (?, ?) "
+                           "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value", (name, n))
+
+    # -- reading and acknowledging ---------------------------------------------------------
+    def pending_after(self, seq: int, limit: int) -> list[OutboxRow]:
+        """Up to ``limit`` events after ``seq``, oldest first."""
+        with self._lock:
+            try:
+                rows = self._conn.execute(
+                    "SELECT seq, event_id, kind, created_ms, payload FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
+                    (seq, limit)).fetchall()
+            except sqlite3.OperationalError:
+                raise
+            except sqlite3.DatabaseError as exc:
+                self._recover(exc)
+                return []
+        return [OutboxRow(r[0], r[1], r[2], r[3], bytes(r[4])) for r in rows]
+
+    def get(self, seqs: list[int]) -> list[OutboxRow]:
+        """The rows still present among ``seqs``, oldest first."""
+        if not seqs:
+            return []
+        with self._lock:
+            marks = ",".join("?" * len(seqs))
+            rows = self._conn.execute(
+                f"SELECT seq, event_id, kind, created_ms, payload FROM events WHERE seq IN ({marks}) ORDER BY seq",
+                seqs).fetchall()
+        return [OutboxRow(r[0], r[1], r[2], r[3], bytes(r[4])) for r in rows]
+
+    def delete(self, seqs: list[int]) -> int:
+        """Remove acknowledged events; already-gone rows are ignored. Returns how many went."""
+        if not seqs:
+            return 0
+        with self._lock:
+            gone = freed = 0
+            try:
+                self._conn.execute("BEGIN")
+                for seq in seqs:
+                    row = self._conn.execute("DELETE FROM events WHERE seq = ? RETURNING size", (seq,)).fetchone()
+                    if row is not None:
+                        gone += 1
+                        freed += row[0]
+                self._conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if self._conn.in_transaction:
+                    try:
+                        self._conn.execute("ROLLBACK")
+                    except sqlite3.Error:
+                        pass
+                if isinstance(exc, sqlite3.OperationalError):
+                    raise       # e.g. disk full: the rows stay, the uplink tries again
+                self._recover(exc)
+                return 0
+            self._depth -= gone
+            self._bytes -= freed
+            return gone
+
+    def stats(self, now_ms: int | None = None) -> OutboxStats:
+        now_ms = _now_ms() if now_ms is None else now_ms
+        with self._lock:
+            row = self._conn.execute("SELECT created_ms FROM events ORDER BY seq LIMIT 1").fetchone()
+            oldest = row[0] if row else None
+            c = self._counters
+            full, expired, refused = c.get("dropped_full", 0), c.get("dropped_expired", 0), c.get("refused", 0)
+            return OutboxStats(depth=self._depth, bytes=self._bytes,
+                               oldest_age_ms=None if oldest is None else max(0, now_ms - oldest),
+                               dropped=full + expired + refused, dropped_full=full,
+                               dropped_expired=expired, refused=refused)

@@ -1,0 +1,417 @@
+"""The running agent: wires links, intake, engine, significance, outbox, uplink and status.
+
+Threads and who owns what:
+
+- paho's two network threads only hand messages over (``_work`` queue) and report
+  PUBACKs to the uplink; they never call the engine;
+- the *engine thread* (``_work_loop``) is the only one that touches the engine, the
+  significance filter and the applied config: it decodes sensor messages, pushes
+  triples, turns matches and significant observations into events, writes them to the
+  outbox, and applies pushed config documents between two messages;
+- the *uplink thread* drains the outbox to the cloud broker (see uplink.py);
+- the *status thread* publishes the status message and writes the state file.
+
+Start-up order matters: the outbox and the last applied config are loaded and the
+engine built *before* any connection is made, so a restarted gateway matches with the
+patterns it had, even while the cloud is unreachable.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from edgewave.agent.config import AgentSettings, SettingsError
+from edgewave.agent.config_store import ConfigStore
+from edgewave.agent.engine import Engine, Match
+from edgewave.agent.intake import Intake, Rejection
+from edgewave.agent.mqtt_link import MqttLink, Will
+from edgewave.agent.outbox import Outbox
+from edgewave.agent.reconfigure import (APPLIED, REJECTED, CompiledConfig, Verdict, ack_payload, apply_difference,
+                                        build_engine, compile_document, judge)
+from edgewave.agent.significance import FORWARD, SignificanceFilter, extract_observations
+from edgewave.agent.status import (Counters, encode_status, status_document, write_state_file)
+from edgewave.agent.uplink import Uplink
+from edgewave.shared import topics
+from edgewave.shared.configdoc import ConfigRejected, load_config_document
+from edgewave.shared.events import encode_event, match_event, significant_event
+
+log = logging.getLogger("edgewave.agent")
+
+_SENSOR, _CONFIG, _RELOAD, _STOP = "sensor", "config", "reload", "stop"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Agent:
+    """One gateway agent. ``start()`` returns once everything runs; ``stop()`` shuts down gracefully."""
+
+    def __init__(self, settings: AgentSettings) -> None:
+        self.settings = settings
+        self.gateway = settings.gateway
+        self.counters = Counters()
+        self.started_ms = _now_ms()
+        self.intake = Intake(settings)
+        self.significance = SignificanceFilter(settings.significance)
+        self.applied: CompiledConfig | None = None
+        self.engine: Engine | None = None          # built in start(), used by the engine thread only
+        self._matches: list[Match] = []
+        self._engine_stats: dict[str, Any] = {}
+        self._work: queue.Queue[tuple] = queue.Queue(maxsize=settings.input.queue_max)
+        self._last_arrival_ms = 0
+        self._stopping = threading.Event()
+        self._status_now = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.outbox: Outbox | None = None
+        self.store: ConfigStore | None = None
+        self.cloud: MqttLink | None = None
+        self.local: MqttLink | None = None
+        self.uplink: Uplink | None = None
+
+    # -- start-up --------------------------------------------------------------------------
+    def start(self) -> None:
+        s = self.settings
+        Path(s.data_dir).mkdir(parents=True, exist_ok=True)
+        self.outbox = Outbox(s.data_path(s.outbox.path), max_bytes=s.outbox.max_bytes,
+                             max_age_s=s.outbox.max_age_s, policy=s.outbox.policy,
+                             synchronous=s.outbox.synchronous)
+        self.store = ConfigStore(s.data_path(s.config.store), keep=s.config.keep)
+        self._load_applied_config()
+
+        gw = self.gateway
+        offline = encode_status(status_document(gw, "offline"))
+        self.cloud = MqttLink(
+            "cloud", s.cloud, s.reconnect, client_id=s.cloud.client_id or f"edgewave-{gw}-cloud",
+            persistent=True, will=Will(topics.status_topic(gw), offline, qos=1, retain=True),
+            subscriptions=[(topics.config_topic(gw), 1)], on_message=self._on_cloud_message,
+            on_connected=self._on_cloud_connected, max_inflight=s.outbox.max_inflight)
+        self.uplink = Uplink(self.outbox, self.cloud, topics.events_topic(gw),
+                             max_inflight=s.outbox.max_inflight, max_rate_per_s=s.outbox.max_rate_per_s,
+                             resend_after_s=s.outbox.resend_after_s)
+        self.cloud.on_published = self.uplink.on_published
+        self.local = MqttLink(
+            "local", s.local, s.reconnect, client_id=s.local.client_id or f"edgewave-{gw}-local",
+            subscriptions=[(topics.ALL_SENSOR_INPUT, s.input.qos)], on_message=self._on_sensor_message)
+
+        self._spawn("engine", self._work_loop)
+        self._spawn("status", self._status_loop)
+        self.uplink.start()
+        self.cloud.start()
+        self.local.start()
+        log.info("agent event=started gateway=%s config_version=%s patterns=%s data_dir=%s pid=%d",
+                 gw, self.applied_version, ",".join(self.applied.patterns) if self.applied else "",
+                 s.data_dir, os.getpid())
+
+    def _spawn(self, name: str, target: Any) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _load_applied_config(self) -> None:
+        """Build the engine from the last applied config (or the bootstrap document)."""
+        assert self.store is not None
+        s = self.settings
+        stored = self.store.current()
+        compiled = None
+        if stored is not None:
+            try:
+                compiled = compile_document(stored.version, stored.format, stored.document, s)
+            except ConfigRejected as exc:
+                log.error("config event=stored_config_unusable version=%s reason=%r action='running without patterns'",
+                          stored.version, exc.reason)
+        elif s.config.bootstrap:
+            text = Path(s.config.bootstrap).read_text()
+            fmt = "turtle" if s.config.bootstrap.endswith(".ttl") else "trig"
+            version = load_config_document(text, fmt).version or 0
+            compiled = compile_document(version, fmt, text, s)   # a broken local file should stop start-up
+            self.store.record(version, fmt, text, source="bootstrap")
+            log.info("config event=bootstrap path=%s version=%s", s.config.bootstrap, version)
+        self.engine = build_engine(compiled, s, self._matches.append)
+        self.applied = compiled
+        if compiled:
+            self.significance.set_rules(compiled.significance)
+        self._engine_stats = dict(self.engine.stats())
+        log.info("config event=loaded version=%s patterns=%s source=%s", self.applied_version,
+                 ",".join(compiled.patterns) if compiled else "", "store" if stored else
+                 ("bootstrap" if compiled else "none"))
+
+    @property
+    def applied_version(self) -> int | None:
+        return self.applied.version if self.applied else None
+
+    # -- paho threads: hand over only -----------------------------------------------------
+    def _on_sensor_message(self, topic: str, payload: bytes, retained: bool) -> None:
+        try:
+            self._work.put_nowait((_SENSOR, topic, payload, _now_ms()))
+        except queue.Full:
+            self.counters.add("queue_full")
+            if self.counters["queue_full"] % 1000 == 1:
+                log.error("input event=queue_full dropped_total=%d queue_max=%d",
+                          self.counters["queue_full"], self.settings.input.queue_max)
+
+    def _on_cloud_message(self, topic: str, payload: bytes, retained: bool) -> None:
+        if topic == topics.config_topic(self.gateway) and payload:
+            self._work.put((_CONFIG, payload))   # never dropped: blocks paho briefly if full
+
+    def _on_cloud_connected(self, session_present: bool) -> None:
+        assert self.uplink is not None
+        self.uplink.on_connected(session_present)
+        self._status_now.set()
+
+    def request_reload(self) -> None:
+        """Re-read the config store (after ``edgewave-agent rollback``), on the engine thread."""
+        self._work.put((_RELOAD,))
+
+    # -- the engine thread -----------------------------------------------------------------
+    def _work_loop(self) -> None:
+        last_stats = 0.0
+        while True:
+            try:
+                item = self._work.get(timeout=0.5)
+            except queue.Empty:
+                # Idle: let windows expire. Later arrivals are clamped to this time, so the
+                # engine's clock never goes back.
+                self._last_arrival_ms = max(self._last_arrival_ms, _now_ms())
+                self.engine.advance(self._last_arrival_ms)
+                self._engine_stats = dict(self.engine.stats())
+                continue
+            kind = item[0]
+            try:
+                if kind == _SENSOR:
+                    self._handle_sensor(item[1], item[2], item[3])
+                elif kind == _CONFIG:
+                    self._handle_config(item[1])
+                elif kind == _RELOAD:
+                    self._handle_reload()
+                elif kind == _STOP:
+                    break
+            except Exception:   # one bad message or document must not stop the agent
+                log.exception("engine event=error item=%s action=skipped", kind)
+            now = time.monotonic()
+            if now - last_stats > 0.5:
+                self._engine_stats = dict(self.engine.stats())
+                last_stats = now
+        self._engine_stats = dict(self.engine.stats())
+
+    def _handle_sensor(self, topic: str, payload: bytes, arrival_ms: int) -> None:
+        counters = self.counters
+        counters.add("messages_in")
+        counters.add("bytes_in", len(payload))
+        arrival_ms = max(arrival_ms, self._last_arrival_ms)    # the engine's clock never goes back
+        self._last_arrival_ms = arrival_ms
+        result = self.intake.decode(topic, payload, arrival_ms)
+        if isinstance(result, Rejection):
+            counters.add(result.reason)
+            return
+        counters.add("triples", len(result.triples))
+        for triple in result.triples:
+            self.engine.push(triple, arrival_ms, stream=result.stream)
+        emitted = _now_ms()
+        in_matches: set = set()
+        stored = self._emit_matches(emitted, in_matches)
+        if self.settings.significance.enabled:
+            for obs in extract_observations(result.triples):
+                if in_matches and any(t in in_matches for t in obs.triples):
+                    self.significance.note_forwarded(obs, arrival_ms)
+                    continue
+                decision = self.significance.decide(obs, arrival_ms)
+                if decision == FORWARD:
+                    event = significant_event(self.gateway, obs.sensor, obs.property, obs.result,
+                                              arrival_ms, obs.triples, emitted)
+                    stored |= self._store(event)
+                    counters.add("significant")
+                else:
+                    counters.add(decision)
+        if stored and self.uplink is not None:
+            self.uplink.notify()
+
+    def _emit_matches(self, emitted: int, contributing: set | None = None) -> bool:
+        """Turn the matches the engine reported since the last call into outbox events."""
+        stored = False
+        batch = self._matches[:]
+        self._matches.clear()
+        for m in batch:
+            event = match_event(self.gateway, m.pattern, m.bindings, m.start, m.end, m.triples, emitted)
+            if contributing is not None:
+                contributing.update(t for t, _ in m.triples)
+            stored |= self._store(event)
+            self.counters.add("matches")
+        return stored
+
+    def _store(self, event: dict) -> bool:
+        assert self.outbox is not None
+        try:
+            return self.outbox.append(event["id"], event["kind"], encode_event(event)) is not None
+        except sqlite3.Error as exc:   # disk full, I/O error: counted and logged, the agent goes on
+            self.counters.add("outbox_write_failed")
+            log.error("outbox event=write_failed id=%s kind=%s error=%r failed_total=%d", event["id"],
+                      event["kind"], str(exc), self.counters["outbox_write_failed"])
+            return False
+
+    def _handle_config(self, payload: bytes) -> None:
+        assert self.store is not None
+        try:
+            key = self.settings.config_key()
+        except (SettingsError, OSError) as exc:
+            verdict = Verdict(None, REJECTED, f"gateway cannot verify documents: {exc}")
+        else:
+            verdict = judge(payload, self.settings, key, self.applied, self.store.high_water())
+        if verdict.status == APPLIED and not verdict.unchanged:
+            assert verdict.config is not None
+            previous = self.applied
+            try:
+                self._swap_in(verdict.config)
+            except Exception as exc:   # validated beforehand, so an engine bug: back to known-good
+                log.exception("config event=apply_failed version=%s action=rebuilt_previous", verdict.version)
+                self._rebuild(previous)
+                verdict = Verdict(verdict.version, REJECTED, f"apply failed: {exc}")
+            else:
+                try:
+                    self.store.record(verdict.config.version, verdict.config.format, verdict.config.document)
+                except sqlite3.Error as exc:
+                    log.error("config event=not_persisted version=%s error=%r "
+                              "consequence='a restart comes back with the previous version'",
+                              verdict.version, str(exc))
+                    verdict = Verdict(verdict.version, APPLIED, f"applied but not persisted: {exc}",
+                                      verdict.config)
+        if verdict.status == APPLIED:
+            self.counters.add("config_applied")
+            log.info("config event=applied version=%s%s", verdict.version,
+                     f" note={verdict.reason!r}" if verdict.reason else "")
+        else:
+            self.counters.add("config_rejected")
+            log.warning("config event=rejected version=%s reason=%r applied_version=%s",
+                        verdict.version, verdict.reason, self.applied_version)
+        self._ack(verdict)
+        self._status_now.set()
+
+    def _swap_in(self, new: CompiledConfig) -> None:
+        change = apply_difference(self.engine, self.applied, new)
+        self.significance.set_rules(new.significance)
+        self.applied = new
+        # A new static triple can complete partial matches right away.
+        if self._emit_matches(_now_ms()) and self.uplink is not None:
+            self.uplink.notify()
+        log.info("config event=swapped version=%d added=%s removed=%s kept=%s static_added=%d "
+                 "static_removed=%d schema_changed=%s", new.version, ",".join(change.added),
+                 ",".join(change.removed), ",".join(change.kept), change.static_added,
+                 change.static_removed, change.schema_changed)
+
+    def _rebuild(self, config: CompiledConfig | None) -> None:
+        """Last resort after a failed swap: a fresh engine from a known-good config."""
+        self.engine = build_engine(config, self.settings, self._matches.append)
+        self._matches.clear()
+        self.applied = config
+        self.significance.set_rules(config.significance if config else [])
+
+    def _handle_reload(self) -> None:
+        assert self.store is not None
+        stored = self.store.current()
+        if stored is None or stored.version == self.applied_version:
+            return
+        try:
+            compiled = compile_document(stored.version, stored.format, stored.document, self.settings)
+            self._swap_in(compiled)
+            log.info("config event=rolled_back version=%d", stored.version)
+        except Exception:
+            log.exception("config event=rollback_failed version=%s", stored.version)
+        self._status_now.set()
+
+    def _ack(self, verdict: Verdict) -> None:
+        if self.cloud is None:
+            return
+        self.cloud.publish(topics.config_ack_topic(self.gateway),
+                           ack_payload(self.gateway, verdict, self.applied_version), qos=1)
+
+    # -- status ----------------------------------------------------------------------------
+    def status(self, state: str = "online") -> dict[str, Any]:
+        """The current status document (counters of every part)."""
+        counters = self.counters.snapshot()
+        stats = self._engine_stats
+        counters["entailed"] = int(stats.get("entailed", 0))
+        counters["engine_triples_in"] = int(stats.get("triples_in", 0))
+        if self.uplink is not None:
+            counters["forwarded"] = self.uplink.forwarded
+            counters["bytes_forwarded"] = self.uplink.bytes_forwarded
+            counters["inflight"] = self.uplink.inflight
+        outbox = None
+        if self.outbox is not None:
+            ob = self.outbox.stats()
+            outbox = {"depth": ob.depth, "bytes": ob.bytes, "oldestAgeMs": ob.oldest_age_ms,
+                      "dropped": ob.dropped, "droppedFull": ob.dropped_full,
+                      "droppedExpired": ob.dropped_expired, "refused": ob.refused}
+            counters["dropped"] = ob.dropped + counters.get("queue_full", 0)
+        return status_document(self.gateway, state, config_version=self.applied_version,
+                               counters=counters, outbox=outbox, started_ms=self.started_ms,
+                               pid=os.getpid())
+
+    def _status_loop(self) -> None:
+        s = self.settings.status
+        state_path = self.settings.data_path(s.state_file)
+        next_publish = 0.0
+        next_local = 0.0
+        while not self._stopping.is_set():
+            now = time.monotonic()
+            publish = self._status_now.is_set() or now >= next_publish
+            if publish or now >= next_local:
+                try:
+                    if self.outbox is not None:
+                        self.outbox.expire()     # an idle gateway must age out old events too
+                    doc = self.status()
+                    write_state_file(state_path, doc)
+                    next_local = now + s.local_interval_s
+                    if publish and self.cloud is not None and self.cloud.connected.is_set():
+                        self._status_now.clear()
+                        self.cloud.publish(topics.status_topic(self.gateway), encode_status(doc), qos=1,
+                                           retain=True)
+                        next_publish = now + s.interval_s
+                except Exception:
+                    log.exception("status event=error")
+            self._status_now.wait(timeout=max(0.05, min(next_local, next_publish) - time.monotonic()))
+
+    # -- shutdown --------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Graceful: stop intake, drain the engine queue, wait for PUBACKs, say offline, disconnect."""
+        if self._stopping.is_set():
+            return
+        log.info("agent event=stopping queued=%d", self._work.qsize())
+        if self.local is not None:
+            self.local.stop()
+        self._work.put((_STOP,))
+        for thread in self._threads:
+            if thread.name == "engine":
+                thread.join(timeout=30)
+        drained = True
+        if self.uplink is not None:
+            drained = self.uplink.drain(self.settings.shutdown_grace_s)
+        self._stopping.set()
+        self._status_now.set()
+        for thread in self._threads:
+            if thread.name == "status":
+                thread.join(timeout=5)
+        if self.uplink is not None:
+            self.uplink.stop()
+        final = self.status(state="offline")
+        if self.cloud is not None:
+            if self.cloud.connected.is_set():
+                info = self.cloud.publish(topics.status_topic(self.gateway), encode_status(final), qos=1,
+                                          retain=True)
+                try:
+                    info.wait_for_publish(timeout=2.0)
+                except Exception:
+                    pass
+            self.cloud.stop()
+        write_state_file(self.settings.data_path(self.settings.status.state_file), final)
+        depth = self.outbox.stats().depth if self.outbox else 0
+        if self.outbox is not None:
+            self.outbox.close()
+        if self.store is not None:
+            self.store.close()
+        log.info("agent event=stopped drained=%s outbox_pending=%d", drained, depth)

@@ -1,0 +1,216 @@
+"""Uplink: drains the outbox to the cloud broker, in order, paced, deleting only on PUBACK.
+
+One thread reads the outbox oldest-first and publishes with QoS 1 while the cloud link
+is up, keeping at most ``max_inflight`` events unacknowledged and at most
+``max_rate_per_s`` publishes per second (so replay after an outage does not flood the
+broker). paho reports each PUBACK on its own thread with the message id; that thread
+only queues the id, and this thread maps it back to the outbox row and deletes it —
+taking our lock inside paho's callback could deadlock against ``publish``.
+
+After a reconnect, paho itself re-sends what was in flight (same ids, DUP flag); new
+events wait until those are acknowledged, so the cloud sees them in their original
+order. Events still unacknowledged ``resend_after_s`` after a reconnect are published
+again from the outbox; the stable event id lets the cloud drop the duplicate.
+
+A PUBACK with a failure reason (MQTT 5, e.g. "not authorized") means the broker did not
+take the event: it stays in the outbox and is retried after ``resend_after_s``, one event
+at a time until the broker accepts again, so nothing is lost or reordered by a refusal.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from typing import Protocol
+
+from edgewave.agent.outbox import Outbox
+
+log = logging.getLogger("edgewave.agent.uplink")
+
+
+class Publisher(Protocol):
+    connected: threading.Event
+
+    def publish(self, topic: str, payload: bytes, qos: int = 1, retain: bool = False): ...  # noqa: ANN201
+
+
+class Uplink:
+    """Publishes outbox events to ``topic``; counts forwarded events and bytes."""
+
+    def __init__(self, outbox: Outbox, link: Publisher, topic: str, *, max_inflight: int,
+                 max_rate_per_s: float, resend_after_s: float = 10.0) -> None:
+        self.outbox = outbox
+        self.link = link
+        self.topic = topic
+        self.max_inflight = max_inflight
+        self.max_rate = max_rate_per_s
+        self.resend_after_s = resend_after_s
+        self.forwarded = 0
+        self.bytes_forwarded = 0
+        self.broker_rejected = 0
+        self._inflight: dict[int, int] = {}          # mid -> outbox seq
+        self._sizes: dict[int, int] = {}             # mid -> payload bytes
+        self._last_seq = 0                           # highest seq handed to paho
+        self._generation = outbox.generation
+        self._acks: queue.SimpleQueue[tuple[int, int]] = queue.SimpleQueue()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._reconnected_at: float | None = None
+        self._next_wait = 0.5
+        self._hold_until = 0.0                       # after a broker refusal: wait before retrying
+        self._probing = False                        # ... then one event at a time
+        self._undeleted: list[int] = []              # acknowledged, delete failed: retry
+        self._tokens = float(max(1.0, min(max_rate_per_s, max_inflight)))
+        self._tokens_at = time.monotonic()
+
+    # -- called from other threads ---------------------------------------------------------
+    def notify(self) -> None:
+        """New events are in the outbox (engine thread) or the link came up (paho thread)."""
+        self._wake.set()
+
+    def on_published(self, mid: int, reason_code: int) -> None:
+        """paho's PUBACK callback: hand the id over, nothing else."""
+        self._acks.put((mid, reason_code))
+        self._wake.set()
+
+    def on_connected(self, session_present: bool) -> None:
+        self._reconnected_at = time.monotonic()
+        self._wake.set()
+
+    @property
+    def inflight(self) -> int:
+        return len(self._inflight)
+
+    # -- the thread ------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="uplink", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread:
+            self._thread.join(timeout=10)
+
+    def drain(self, timeout: float) -> bool:
+        """Wait until the outbox is empty and nothing is in flight (or ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.outbox.stats().depth == 0 and not self._inflight:
+                return True
+            if not self.link.connected.is_set():
+                return False
+            self._wake.set()
+            time.sleep(0.02)
+        return False
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(timeout=self._next_wait)
+            self._wake.clear()
+            self._next_wait = 0.5
+            try:
+                # New events first (latency), then the PUBACKs (deletes), then whatever the
+                # freed in-flight room allows.
+                if self.link.connected.is_set():
+                    self._publish_some()
+                self._process_acks()
+                if self.link.connected.is_set():
+                    self._publish_some()
+            except Exception:  # keep the uplink alive: the outbox still holds everything
+                log.exception("uplink event=error action=retrying")
+                time.sleep(0.5)
+        self._process_acks()
+
+    def _process_acks(self) -> None:
+        done: list[int] = []
+        while True:
+            try:
+                mid, reason = self._acks.get_nowait()
+            except queue.Empty:
+                break
+            seq = self._inflight.pop(mid, None)
+            size = self._sizes.pop(mid, 0)
+            if seq is None:
+                continue
+            if reason >= 0x80:
+                # The broker refused it (e.g. not authorised, quota): keep it, retry later.
+                self.broker_rejected += 1
+                log.error("uplink event=broker_rejected seq=%d reason_code=%d action='keep, retry in %.0fs'",
+                          seq, reason, self.resend_after_s)
+                self._last_seq = min(self._last_seq, seq - 1)
+                self._hold_until = time.monotonic() + self.resend_after_s
+                self._probing = True
+                continue
+            self._probing = False
+            done.append(seq)
+            self.forwarded += 1
+            self.bytes_forwarded += size
+        if done or self._undeleted:
+            # A failed delete (disk full) is retried with the next acks; the rows must not
+            # linger acknowledged-but-present, or a restart would send them again.
+            batch = self._undeleted + done
+            try:
+                self.outbox.delete(batch)
+                self._undeleted = []
+            except Exception:
+                self._undeleted = batch
+                raise
+
+    def _take_token(self) -> bool:
+        now = time.monotonic()
+        self._tokens = min(max(1.0, self.max_rate), self._tokens + (now - self._tokens_at) * self.max_rate)
+        self._tokens_at = now
+        if self._tokens < 1.0:
+            return False
+        self._tokens -= 1.0
+        return True
+
+    def _publish_some(self) -> None:
+        if self.outbox.generation != self._generation:
+            # The outbox file was replaced (corrupt): its sequence numbers start over.
+            self._generation = self.outbox.generation
+            self._inflight.clear()
+            self._sizes.clear()
+            self._last_seq = 0
+        if self._reconnected_at is not None:
+            if self._inflight:
+                if time.monotonic() - self._reconnected_at < self.resend_after_s:
+                    self._wake_later(0.05)
+                    return
+                self._resend_unacknowledged()
+            self._reconnected_at = None
+        if self._hold_until and time.monotonic() < self._hold_until:
+            self._wake_later(self._hold_until - time.monotonic())
+            return
+        # After a refusal, one event at a time until the broker takes one again: the
+        # retried event must not be overtaken by the ones behind it.
+        room = (1 if self._probing else self.max_inflight) - len(self._inflight)
+        if room <= 0:
+            return
+        rows = self.outbox.pending_after(self._last_seq, room)
+        for row in rows:
+            if not self._take_token():
+                self._wake_later(1.0 / self.max_rate)
+                return
+            if not self.link.connected.is_set():
+                return
+            info = self.link.publish(self.topic, row.payload, qos=1)
+            self._inflight[info.mid] = row.seq
+            self._sizes[info.mid] = len(row.payload)
+            self._last_seq = row.seq
+        if len(rows) == room:
+            self._wake.set()   # more may be waiting once acks arrive; look again soon
+
+    def _resend_unacknowledged(self) -> None:
+        stale = sorted(self._inflight.values())
+        log.warning("uplink event=resend count=%d reason='no PUBACK %.0fs after reconnect'",
+                    len(stale), self.resend_after_s)
+        self._inflight.clear()
+        self._sizes.clear()
+        self._last_seq = stale[0] - 1 if stale else self._last_seq
+
+    def _wake_later(self, delay: float) -> None:
+        self._next_wait = min(self._next_wait, max(0.001, delay))

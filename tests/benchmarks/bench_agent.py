@@ -1,0 +1,273 @@
+"""Benchmark: the gateway agent on loopback with real Mosquitto brokers.
+
+Runs ``edgewave-agent run`` as a subprocess between two brokers it starts itself (local
+= sensors, cloud = uplink) and measures, printing each figure next to its target:
+
+1. publish-to-uplink latency of a message that completes a pattern, at 1,000 msgs/s
+   (p50, p99; target p99 < 10 ms). Baseline in the same run: the same publish ->
+   subscribe path through one broker without the agent.
+2. the highest sustained input rate without growing lag: a demo-like mix (19 in 20
+   messages are sensor observations the significance filter mostly drops, 1 in 20
+   completes a pattern), stepped up until the lag at the end of a step exceeds the lag
+   at its start by more than 50 ms, or messages are missing.
+3. the agent's resident memory (peak RSS sampled during the run; target < 80 MB).
+4. bytes forwarded / bytes received on the demo-like mix (from the agent's counters).
+
+    python tests/benchmarks/bench_agent.py [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+import paho.mqtt.client as mqtt  # noqa: E402
+import psutil  # noqa: E402
+import yaml  # noqa: E402
+from agent_harness import ALARM, EX, FIRE, INTRUSION, SOSA, XSD, alarm, config_document  # noqa: E402
+from broker_process import MosquittoBroker  # noqa: E402
+from paho.mqtt.enums import CallbackAPIVersion  # noqa: E402
+
+def humidity(n: int, sensor: int) -> bytes:
+    value = 50.0 + (n % 7) * 0.1          # wanders inside a 1.0 deadband: rarely significant
+    return (f"<{EX}hum{n}> <{SOSA}madeBySensor> <{EX}h{sensor}> .\n"
+            f"<{EX}hum{n}> <{SOSA}observedProperty> <{EX}humidity> .\n"
+            f'<{EX}hum{n}> <{SOSA}hasSimpleResult> "{value:.1f}"^^<{XSD}decimal> .\n').encode()
+
+
+def _client(broker: MosquittoBroker, client_id: str) -> mqtt.Client:
+    c = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv5)
+    c.max_inflight_messages_set(2000)
+    c.max_queued_messages_set(0)
+    return c
+
+
+class Receiver:
+    """Subscribes to a topic and records when each numbered message arrived."""
+
+    def __init__(self, broker: MosquittoBroker, topic: str, number_of) -> None:  # noqa: ANN001
+        self.arrivals: dict[int, float] = {}
+        self.ready = threading.Event()
+        self.number_of = number_of
+        self.client = _client(broker, f"bench-recv-{topic.replace('/', '-')}")
+        self.client.on_connect = lambda c, u, f, rc, p: c.subscribe(topic, qos=1)
+        self.client.on_subscribe = lambda *a: self.ready.set()
+        self.client.on_message = self._on_message
+        self.client.connect(broker.host, broker.port)
+        self.client.loop_start()
+        if not self.ready.wait(15):
+            raise RuntimeError("receiver could not subscribe")
+
+    def _on_message(self, c, u, msg) -> None:  # noqa: ANN001
+        now = time.perf_counter()
+        n = self.number_of(msg.payload)
+        if n is not None:
+            self.arrivals.setdefault(n, now)
+
+    def close(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+def alarm_number(payload: bytes) -> int | None:
+    event = json.loads(payload)
+    if event.get("pattern") != "alarm":
+        return None
+    level = {b["variable"]: b["value"] for b in event["bindings"]}["level"]
+    return int(level.split('"')[1])
+
+
+def raw_number(payload: bytes) -> int | None:
+    return int(payload.split(b'"')[1])
+
+
+def publish_paced(client: mqtt.Client, rate: float, duration: float, make, start_n: int = 0):  # noqa: ANN001
+    """Publish ``make(n)`` -> (topic, payload, numbered?) at ``rate``/s; returns {n: send time}."""
+    sent: dict[int, float] = {}
+    total = int(rate * duration)
+    t0 = time.perf_counter()
+    for i in range(total):
+        target = t0 + i / rate
+        delay = target - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        topic, payload, number = make(start_n + i)
+        now = time.perf_counter()
+        client.publish(topic, payload, qos=1)
+        if number is not None:
+            sent[number] = now
+    return sent
+
+
+def wait_arrivals(receiver: Receiver, expected: set[int], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not expected <= receiver.arrivals.keys():
+        time.sleep(0.05)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class RssSampler(threading.Thread):
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.proc = psutil.Process(pid)
+        self.peak = 0
+        self.stop_flag = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop_flag.is_set():
+            try:
+                self.peak = max(self.peak, self.proc.memory_info().rss)
+            except psutil.Error:
+                return
+            self.stop_flag.wait(0.2)
+
+
+def read_counters(data_dir: Path) -> dict:
+    path = data_dir / "status.json"
+    return json.loads(path.read_text()).get("counters", {}) if path.exists() else {}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run")
+    args = parser.parse_args(argv)
+    latency_s = 2.0 if args.quick else 10.0
+    step_s = 2.0 if args.quick else 6.0
+    rates = [1000, 2000] if args.quick else [1000, 2000, 3000, 4000, 6000, 8000]
+
+    work = Path(tempfile.mkdtemp(prefix="bench-agent-"))
+    local = MosquittoBroker(work / "local").start()
+    cloud = MosquittoBroker(work / "cloud").start()
+    agent = None
+    log = open(work / "agent.log", "wb")
+    try:
+        # -- baseline: publish -> subscribe through one broker, no agent ------------------
+        pub = _client(local, "bench-pub")
+        pub.connect(local.host, local.port)
+        pub.loop_start()
+        base_recv = Receiver(local, "bench/raw", raw_number)
+        sent = publish_paced(pub, 1000, min(latency_s, 3.0),
+                             lambda n: ("bench/raw", f'"{n}"'.encode(), n))
+        wait_arrivals(base_recv, set(sent), 20)
+        base = [(base_recv.arrivals[n] - t) * 1000 for n, t in sent.items() if n in base_recv.arrivals]
+        base_recv.close()
+
+        # -- the agent -------------------------------------------------------------------
+        bootstrap = work / "demo-config.trig"
+        bootstrap.write_text(config_document(1, patterns={"fire": FIRE, "intrusion": INTRUSION, "alarm": ALARM},
+                                             significance="[ ew:deadbandAbsolute 1.0 ; ew:maxSilenceSeconds 3600 ]"))
+        settings = {
+            "gateway": "gw1", "data_dir": str(work / "data"), "log_level": "WARNING",
+            "local": {"host": local.host, "port": local.port}, "cloud": {"host": cloud.host, "port": cloud.port},
+            "status": {"interval_s": 5, "local_interval_s": 0.5},
+            "outbox": {"max_rate_per_s": 20000, "max_inflight": 500},
+            "input": {"queue_max": 200000},
+            "config": {"key": "bench-key", "bootstrap": str(bootstrap)},
+        }
+        (work / "agent.yaml").write_text(yaml.safe_dump(settings))
+        agent = subprocess.Popen([sys.executable, "-m", "edgewave.agent.cli", "run", "--config",
+                                  str(work / "agent.yaml")], stdout=log, stderr=log,
+                                 env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        rss = RssSampler(agent.pid)
+        rss.start()
+        recv = Receiver(cloud, "ew/gw1/events", alarm_number)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not recv.arrivals:     # warm-up until the path works
+            pub.publish("ew/in/alarm/s1", alarm(0), qos=1)
+            time.sleep(0.2)
+        if not recv.arrivals:
+            raise RuntimeError(f"agent produced no events; log in {work / 'agent.log'}")
+        time.sleep(0.5)
+
+        # 1. latency at 1,000 msgs/s, every message completes the alarm pattern
+        sent = publish_paced(pub, 1000, latency_s, lambda n: ("ew/in/alarm/s1", alarm(n), n), start_n=1)
+        wait_arrivals(recv, set(sent), 30)
+        lat = [(recv.arrivals[n] - t) * 1000 for n, t in sent.items() if n in recv.arrivals]
+        missing = len(sent) - len(lat)
+
+        # 2. sustained rate with a demo-like mix, stepped
+        counters_before = read_counters(work / "data")
+        sustained = 0
+        step_rows = []
+        n0 = 10_000_000
+        for rate in rates:
+            def make(n: int) -> tuple[str, bytes, int | None]:
+                if n % 20 == 0:
+                    return "ew/in/alarm/s1", alarm(n), n
+                return f"ew/in/air/h{n % 50}", humidity(n, n % 50), None
+            step_started = time.perf_counter()
+            sent = publish_paced(pub, rate, step_s, make, start_n=n0)
+            achieved = int(rate * step_s) / (time.perf_counter() - step_started)
+            wait_arrivals(recv, set(sent), 20)
+            got = {n: recv.arrivals[n] - t for n, t in sent.items() if n in recv.arrivals}
+            ordered = [got[n] * 1000 for n in sorted(got)]
+            quarter = max(1, len(ordered) // 4)
+            head = statistics.median(ordered[:quarter]) if ordered else float("inf")
+            tail = statistics.median(ordered[-quarter:]) if ordered else float("inf")
+            ok = len(got) == len(sent) and tail - head < 50
+            step_rows.append((rate, achieved, len(sent) - len(got), head, tail, ok))
+            if not ok:
+                break
+            sustained = rate
+            n0 += int(rate * step_s) + 10
+            time.sleep(1.0)
+        time.sleep(1.5)
+        counters = read_counters(work / "data")
+        bytes_in = counters.get("bytes_in", 0) - counters_before.get("bytes_in", 0)
+        bytes_fwd = counters.get("bytes_forwarded", 0) - counters_before.get("bytes_forwarded", 0)
+        rss.stop_flag.set()
+        rss.join()
+        recv.close()
+        pub.loop_stop()
+
+        # -- report ----------------------------------------------------------------------
+        print(f"edgewave agent benchmark ({'quick' if args.quick else 'full'}), loopback, real mosquitto")
+        print(f"{'figure':<52}{'measured':>14}{'target':>16}")
+        print(f"{'baseline broker publish->subscribe p50 / p99 (ms)':<52}"
+              f"{percentile(base, .5):>6.2f} / {percentile(base, .99):<6.2f}{'(reference)':>16}")
+        print(f"{'agent publish->uplink p50 (ms) @1000 msg/s':<52}{percentile(lat, .5):>14.2f}{'':>16}")
+        p99 = percentile(lat, .99)
+        print(f"{'agent publish->uplink p99 (ms) @1000 msg/s':<52}{p99:>14.2f}{'< 10':>16}"
+              f"  {'OK' if p99 < 10 else 'MISSED'}")
+        print(f"{'  events missing after 30 s':<52}{missing:>14}{'0':>16}")
+        for rate, achieved, lost, head, tail, ok in step_rows:
+            print(f"{f'  mix @ {rate} msg/s (sent {achieved:.0f}/s): lag start->end ms, lost':<52}"
+                  f"{head:>6.1f} -> {tail:<6.1f}{lost:>6}  {'steady' if ok else 'GROWING/LOSS'}")
+        print(f"{'highest sustained input rate, demo mix (msg/s)':<52}{sustained:>14}{'>= 1000':>16}"
+              f"  {'(max tried ' + str(rates[-1]) + ')' if sustained == rates[-1] else ''}")
+        peak_mb = rss.peak / 1e6
+        print(f"{'agent peak resident memory (MB)':<52}{peak_mb:>14.1f}{'< 80':>16}"
+              f"  {'OK' if peak_mb < 80 else 'MISSED'}")
+        ratio = bytes_fwd / bytes_in if bytes_in else float("nan")
+        print(f"{'bytes forwarded / bytes received, demo mix':<52}{ratio:>14.3f}{'< 1':>16}"
+              f"  ({bytes_fwd} / {bytes_in})")
+        return 0
+    finally:
+        if agent is not None and agent.poll() is None:
+            agent.terminate()
+            try:
+                agent.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                agent.kill()
+                agent.wait()
+        log.close()
+        local.stop()
+        cloud.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

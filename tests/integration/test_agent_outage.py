@@ -1,0 +1,88 @@
+"""Store-and-forward under faults: the cloud broker goes away, the agent is killed with -9."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from agent_harness import (ALARM, AgentProcess, CloudWatcher, Publisher, alarm, config_document, dedup, levels,
+                           push_config, wait_for)
+
+@pytest.fixture
+def sensors(mqtt_broker):
+    pub = Publisher(mqtt_broker, "sensors")
+    yield pub
+    pub.close()
+
+
+def test_cloud_outage_loses_nothing_and_keeps_order(tmp_path, mqtt_broker, mqtt_broker2, sensors):
+    watcher = CloudWatcher(mqtt_broker2)
+    cloud = Publisher(mqtt_broker2, "cloud-publisher")
+    agent = AgentProcess(tmp_path / "agent", mqtt_broker, mqtt_broker2,
+                         {"outbox": {"max_rate_per_s": 200, "max_inflight": 20}}).start()
+    try:
+        push_config(cloud, 1, config_document(1, patterns={"alarm": ALARM}))
+        watcher.wait_ack(1)
+        cloud.close()
+        for n in range(1, 21):
+            sensors.publish("ew/in/alarm/s1", alarm(n))
+        wait_for(lambda: len(dedup(watcher.matches("alarm"))) == 20, 30, "20 matches before the outage")
+
+        mqtt_broker2.stop()
+        outage_started = time.monotonic()
+        n = 20
+        while time.monotonic() - outage_started < 10:
+            n += 1
+            sensors.publish("ew/in/alarm/s1", alarm(n))
+            time.sleep(0.05)
+        wait_for(lambda: agent.counters().get("matches") == n, 30, "every outage message matched")
+        # Everything made during the outage waits in the outbox (plus, at most, pre-outage
+        # events whose PUBACK did not make it back before the broker went away).
+        wait_for(lambda: n - 20 <= agent.state()["outbox"]["depth"] <= n, 10, "the outage events in the outbox")
+        mqtt_broker2.start()
+        for m in range(n + 1, n + 11):                          # live traffic during the replay
+            sensors.publish("ew/in/alarm/s1", alarm(m))
+        total = n + 10
+        wait_for(lambda: len(dedup(watcher.matches("alarm"))) == total, 60, f"all {total} matches after the outage")
+        received = dedup(watcher.matches("alarm"))
+        assert levels(received) == list(range(1, total + 1))   # in order, none missing, none twice
+        wait_for(lambda: agent.state()["outbox"]["depth"] == 0, 20, "an empty outbox")
+        assert "link=cloud event=connected" in agent.log()
+    finally:
+        agent.stop()
+        watcher.close()
+
+
+def test_kill_9_with_pending_outbox_then_restart_delivers_everything(tmp_path, mqtt_broker, mqtt_broker2, sensors):
+    watcher = CloudWatcher(mqtt_broker2)
+    cloud = Publisher(mqtt_broker2, "cloud-publisher")
+    agent = AgentProcess(tmp_path / "agent", mqtt_broker, mqtt_broker2).start()
+    restarted = AgentProcess(tmp_path / "agent", mqtt_broker, mqtt_broker2)
+    try:
+        # Version 3 has only the alarm pattern; the agent must come back with it.
+        push_config(cloud, 3, config_document(3, patterns={"alarm": ALARM}))
+        watcher.wait_ack(3)
+        # Take the retained config away, so the restarted agent can only have it from its own store.
+        cloud.publish("ew/gw1/config", b"", retain=True)
+        cloud.close()
+        mqtt_broker2.stop()
+        for n in range(1, 31):
+            sensors.publish("ew/in/alarm/s1", alarm(n))
+        wait_for(lambda: agent.state().get("outbox", {}).get("depth") == 30, 30, "30 events waiting in the outbox")
+        agent.kill()
+
+        restarted.start()                  # cloud still down: it must match with version 3 anyway
+        for n in range(31, 41):
+            sensors.publish("ew/in/alarm/s1", alarm(n))
+        wait_for(lambda: restarted.state().get("outbox", {}).get("depth") == 40, 30, "40 events in the outbox")
+        assert restarted.state()["configVersion"] == 3
+        run_log = restarted.log(since_start=True)
+        loaded = run_log.index("config event=loaded version=3 patterns=alarm source=store")
+        assert loaded < run_log.index("link=cloud event=connecting")
+        assert loaded < run_log.index("link=local event=connecting")
+        mqtt_broker2.start()
+        wait_for(lambda: len(dedup(watcher.matches("alarm"))) == 40, 60, "all 40 events after the restart")
+        assert levels(dedup(watcher.matches("alarm"))) == list(range(1, 41))
+    finally:
+        agent.kill()
+        restarted.stop()
+        watcher.close()

@@ -1,0 +1,116 @@
+"""Outbox -> cloud broker uplink with a real Mosquitto: PUBACK-driven deletion, order, pacing, reconnects."""
+from __future__ import annotations
+
+import time
+
+from agent_harness import CloudWatcher, wait_for
+
+from edgewave.agent.config import BrokerSettings, ReconnectSettings
+from edgewave.agent.mqtt_link import Backoff, MqttLink
+from edgewave.agent.outbox import Outbox
+from edgewave.agent.uplink import Uplink
+from edgewave.shared.events import encode_event, match_event
+
+
+def event(n: int) -> dict:
+    return match_event("gw1", "p", {"n": f'"{n}"'}, n, n, [((f"<urn:e{n}>", "<urn:p>", f'"{n}"'), n)], n)
+
+
+def make_uplink(tmp_path, broker, **kw):
+    outbox = Outbox(tmp_path / "outbox.db", max_bytes=10_000_000, max_age_s=3600)
+    link = MqttLink("cloud", BrokerSettings(host=broker.host, port=broker.port), ReconnectSettings(0.1, 0.5),
+                    client_id="uplink-test", persistent=True, max_inflight=kw.get("max_inflight", 10))
+    uplink = Uplink(outbox, link, "ew/gw1/events", max_inflight=kw.get("max_inflight", 10),
+                    max_rate_per_s=kw.get("max_rate_per_s", 1000), resend_after_s=kw.get("resend_after_s", 2))
+    link.on_published = uplink.on_published
+    link.on_connected = uplink.on_connected
+    return outbox, link, uplink
+
+
+def numbers(watcher: CloudWatcher) -> list[int]:
+    seen, out = set(), []
+    for e in watcher.events:
+        if e["id"] not in seen:
+            seen.add(e["id"])
+            out.append(int(e["bindings"][0]["value"].strip('"')))
+    return out
+
+
+def test_events_are_deleted_only_after_puback_and_arrive_in_order(tmp_path, mqtt_broker):
+    watcher = CloudWatcher(mqtt_broker)
+    outbox, link, uplink = make_uplink(tmp_path, mqtt_broker)
+    for n in range(50):
+        outbox.append(event(n)["id"], "match", encode_event(event(n)))
+    assert outbox.stats().depth == 50          # nothing leaves before the link is up
+    try:
+        uplink.start()
+        link.start()
+        wait_for(lambda: len(watcher.events) == 50, 30, "50 events")
+        wait_for(lambda: outbox.stats().depth == 0, 10, "outbox emptied by PUBACKs")
+        assert numbers(watcher) == list(range(50))
+        assert uplink.forwarded == 50 and uplink.bytes_forwarded == sum(len(encode_event(event(n))) for n in range(50))
+    finally:
+        uplink.stop()
+        link.stop()
+        watcher.close()
+
+
+def test_pacing_limits_the_publish_rate(tmp_path, mqtt_broker):
+    watcher = CloudWatcher(mqtt_broker)
+    outbox, link, uplink = make_uplink(tmp_path, mqtt_broker, max_rate_per_s=50, max_inflight=5)
+    for n in range(60):
+        outbox.append(event(n)["id"], "match", encode_event(event(n)))
+    try:
+        link.start()
+        assert link.wait_connected(15)
+        started = time.monotonic()
+        uplink.start()
+        wait_for(lambda: len(watcher.events) == 60, 30, "60 events")
+        elapsed = time.monotonic() - started
+        # 60 messages at 50/s with a burst of at most 5: at least ~1.1 s. A floor, not a speed claim.
+        assert elapsed >= 1.0, f"60 events in {elapsed:.2f}s: pacing not applied"
+        assert numbers(watcher) == list(range(60))
+    finally:
+        uplink.stop()
+        link.stop()
+        watcher.close()
+
+
+def test_broker_restart_mid_stream_keeps_everything_in_order(tmp_path, mqtt_broker):
+    watcher = CloudWatcher(mqtt_broker)
+    outbox, link, uplink = make_uplink(tmp_path, mqtt_broker, max_rate_per_s=200)
+    try:
+        uplink.start()
+        link.start()
+        assert link.wait_connected(15)
+        for n in range(100):
+            outbox.append(event(n)["id"], "match", encode_event(event(n)))
+            uplink.notify()
+            if n == 40:
+                mqtt_broker.stop()
+            if n == 70:
+                mqtt_broker.start()
+            time.sleep(0.01)
+        wait_for(lambda: len(set(e["id"] for e in watcher.events)) == 100, 60,
+                 lambda: f"100 distinct events (got {len(set(e['id'] for e in watcher.events))}, "
+                         f"outbox {outbox.stats()}, in flight {uplink.inflight})")
+        got = numbers(watcher)
+        assert sorted(got) == list(range(100)) and got == list(range(100))
+        wait_for(lambda: outbox.stats().depth == 0, 20, "outbox emptied")
+        assert link.connects >= 2
+    finally:
+        uplink.stop()
+        link.stop()
+        watcher.close()
+
+
+def test_backoff_grows_exponentially_with_jitter():
+    import random
+    backoff = Backoff(0.5, 8.0, random.Random(1))
+    delays = [backoff.next_delay() for _ in range(10)]
+    assert all(0.5 <= d <= 8.0 for d in delays)
+    ceilings = [min(8.0, 0.5 * 2 ** i) for i in range(10)]
+    assert all(d <= c for d, c in zip(delays, ceilings))
+    assert len(set(round(d, 6) for d in delays)) == 10           # jittered, not a fixed ladder
+    backoff.reset()
+    assert backoff.next_delay() == 0.5

@@ -1,0 +1,105 @@
+"""Outbox: durable, ordered, bounded by bytes and age, counted drops, corrupt files moved aside."""
+from __future__ import annotations
+
+import logging
+import sqlite3
+
+from edgewave.agent.outbox import Outbox
+
+
+def make(path, **kw):
+    kw.setdefault("max_bytes", 10_000)
+    kw.setdefault("max_age_s", 3600)
+    return Outbox(path, **kw)
+
+
+def test_events_survive_reopen_in_order(tmp_path):
+    box = make(tmp_path / "o.db")
+    seqs = [box.append(f"id{i}", "match", f"payload-{i}".encode(), now_ms=1000 + i) for i in range(5)]
+    box.delete([seqs[1]])
+    box.close()
+    again = make(tmp_path / "o.db")
+    rows = again.pending_after(0, 100)
+    assert [r.event_id for r in rows] == ["id0", "id2", "id3", "id4"]
+    assert rows[0].payload == b"payload-0"
+    stats = again.stats(now_ms=2000)
+    assert stats.depth == 4 and stats.bytes == sum(len(r.payload) for r in rows)
+    assert stats.oldest_age_ms == 1000
+
+
+def test_pending_after_pages_and_delete_is_idempotent(tmp_path):
+    box = make(tmp_path / "o.db")
+    seqs = [box.append(f"id{i}", "match", b"x", now_ms=1) for i in range(10)]
+    first = box.pending_after(0, 3)
+    assert [r.seq for r in first] == seqs[:3]
+    assert [r.seq for r in box.pending_after(first[-1].seq, 100)] == seqs[3:]
+    assert box.delete(seqs[:3]) == 3
+    assert box.delete(seqs[:3]) == 0
+    assert box.stats().depth == 7
+
+
+def test_drop_oldest_when_full_counts_drops(tmp_path, caplog):
+    box = make(tmp_path / "o.db", max_bytes=100, policy="drop_oldest")
+    with caplog.at_level(logging.ERROR, logger="edgewave.agent.outbox"):
+        for i in range(15):
+            assert box.append(f"id{i}", "match", b"0123456789", now_ms=i) is not None
+    assert [r.event_id for r in box.pending_after(0, 100)] == [f"id{i}" for i in range(5, 15)]
+    stats = box.stats()
+    assert stats.bytes == 100 and stats.dropped == 5 and stats.dropped_full == 5
+    assert any("dropped_oldest" in r.getMessage() for r in caplog.records)
+    box.close()
+    assert make(tmp_path / "o.db", max_bytes=100).stats().dropped == 5   # survives a restart
+
+
+def test_refuse_newest_when_full(tmp_path):
+    box = make(tmp_path / "o.db", max_bytes=30, policy="refuse_newest")
+    results = [box.append(f"id{i}", "match", b"0123456789", now_ms=i) for i in range(5)]
+    assert results[3] is None and results[4] is None
+    assert [r.event_id for r in box.pending_after(0, 100)] == ["id0", "id1", "id2"]
+    assert box.stats().refused == 2
+
+
+def test_events_older_than_max_age_are_dropped_and_counted(tmp_path):
+    box = make(tmp_path / "o.db", max_age_s=10)
+    box.append("old", "match", b"a", now_ms=1_000)
+    box.append("new", "match", b"b", now_ms=8_000)
+    box.append("newest", "match", b"c", now_ms=12_000)
+    assert [r.event_id for r in box.pending_after(0, 10)] == ["new", "newest"]
+    assert box.stats(now_ms=12_000).dropped_expired == 1
+
+
+def test_corrupt_file_is_moved_aside_and_recreated(tmp_path, caplog):
+    path = tmp_path / "o.db"
+    box = make(path)
+    box.append("id0", "match", b"x" * 100)
+    box.close()
+    data = bytearray(path.read_bytes())
+    data[0:100] = b"garbage!" * 12 + b"junk"
+    path.write_bytes(bytes(data))
+    with caplog.at_level(logging.ERROR, logger="edgewave.agent.outbox"):
+        fresh = make(path)
+    assert fresh.moved_aside is not None and fresh.moved_aside.exists()
+    assert fresh.moved_aside.name.startswith("o.db.corrupt-")
+    assert fresh.stats().depth == 0
+    assert fresh.append("id1", "match", b"y") is not None
+    assert any("CORRUPT_FILE_MOVED_ASIDE" in r.getMessage() for r in caplog.records)
+    sqlite3.connect(str(path)).execute("SELECT count(*) FROM events").fetchone()
+
+
+def test_sequence_numbers_are_never_reused_after_the_outbox_empties(tmp_path):
+    box = make(tmp_path / "o.db")
+    first = box.append("a", "match", b"x")
+    box.delete([first])
+    second = box.append("b", "match", b"y")
+    assert second > first
+    box.close()
+    again = make(tmp_path / "o.db")
+    again.delete([second])
+    assert again.append("c", "match", b"z") > second
+
+
+def test_expiry_also_runs_without_new_events(tmp_path):
+    box = make(tmp_path / "o.db", max_age_s=10)
+    box.append("old", "match", b"a", now_ms=1_000)
+    box.expire(now_ms=20_000)
+    assert box.stats(now_ms=20_000).depth == 0 and box.stats().dropped_expired == 1
