@@ -1,1 +1,14 @@
-"""Simulated sensor firmware for edgewave."""
+"""Simulated sensor firmware for edgewave (`edgewave-sim`, docs/sim.md).
+
+Data flows one way: config -> site (sensors, static triples) -> fleet (each sensor's
+state machine, merged in time order, plus a scenario's injected readings) -> observation
+(N-Triples per message) -> a sink (MQTT, stdout, a recording); truth computes the
+expected matches from the same readings. Modules:
+
+- ``config``: configs/sim.yaml;  ``site``: a gateway's premises and static data;
+- ``sensors``: sensor kinds and value models;  ``observation``: readings as SOSA messages;
+- ``fleet``: the merged stream;  ``scenario``: injected situations;  ``truth``: ground truth;
+- ``simulation``: one run;  ``clock``: sim time vs wall time;  ``publisher``: sinks;
+- ``recording``: recorded streams with message headers;  ``datasets``: real data (UCI);
+- ``cli``: the command line.
+"""

@@ -1,0 +1,229 @@
+"""`configs/sim.yaml`: the simulated fleet, with working defaults for every option.
+
+Every option is documented in configs/sim.yaml itself and in docs/sim.md. A bad file
+raises ``SimConfigError`` naming the option, so an operator knows what to fix.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .sensors import KINDS
+
+
+class SimConfigError(ValueError):
+    """A configuration the simulator cannot run: which option and why."""
+
+
+DEFAULT_SITE: dict[str, Any] = {
+    "rooms": 7,
+    "room_sensors": ["temperature", "humidity", "co2", "smoke", "motion", "door"],
+    "acme_rooms": [3, 6],
+    "armed": False,
+    "fire_temperature_threshold": 57,
+    "position": [60.16, 24.88],
+    "nearby_within_degrees": 0.005,
+    "home_radius_degrees": 0.004,
+    "patients": [
+        {"name": "rut", "wearables": ["heart_rate", "breathing_rate", "spo2"], "vendor": "medisense",
+         "heart_rate_upper_limit": 100, "breathing_rate_lower_limit": 10, "minimum_confidence": 0.8},
+        {"name": "olle", "wearables": ["heart_rate", "breathing_rate"], "vendor": "sosa",
+         "heart_rate_upper_limit": 110, "breathing_rate_lower_limit": 10, "minimum_confidence": 0.8},
+    ],
+    "people": [
+        {"name": "alice", "home": [0.03, 0.0]},
+        {"name": "bob", "home": [-0.03, 0.0]},
+        {"name": "carol", "home": [0.0, 0.03]},
+    ],
+    "friends": [["alice", "bob"]],
+}
+
+DEFAULT_BROKER: dict[str, Any] = {
+    "host": "127.0.0.1",
+    "port": 1883,
+    "qos": 0,
+    "username": None,
+    "password": None,
+    "keepalive_s": 30,
+    "client_id_prefix": "edgewave-sim",
+}
+
+
+@dataclass(frozen=True)
+class BrokerSettings:
+    host: str = "127.0.0.1"
+    port: int = 1883
+    qos: int = 0
+    username: str | None = None
+    password: str | None = None
+    keepalive_s: int = 30
+    client_id_prefix: str = "edgewave-sim"
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return (self.host, self.port)
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    """One gateway: its id, its site (the template with this gateway's overrides), its broker."""
+
+    id: str
+    index: int
+    site: dict[str, Any]
+    broker: BrokerSettings
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    seed: int
+    start_ms: int
+    duration_s: float | None
+    rate_per_sensor: float | None
+    periods: dict[str, float]
+    gateways: tuple[GatewaySettings, ...]
+    broker: BrokerSettings
+    source: str = "<defaults>"
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def gateway(self, gateway_id: str) -> GatewaySettings:
+        for gw in self.gateways:
+            if gw.id == gateway_id:
+                return gw
+        raise SimConfigError(f"gateway {gateway_id!r} is not in {self.source} (has: "
+                             f"{', '.join(g.id for g in self.gateways)})")
+
+
+def parse_start(value: Any) -> int:
+    """Epoch milliseconds of an ISO-8601 UTC instant (``2026-01-05T08:00:00Z``)."""
+    if isinstance(value, datetime):
+        moment = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    else:
+        try:
+            moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            raise SimConfigError(f"start: {value!r} is not an ISO-8601 instant like 2026-01-05T08:00:00Z") from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+    return int(round(moment.timestamp() * 1000))
+
+
+def _broker(data: Any, base: dict[str, Any], where: str) -> BrokerSettings:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise SimConfigError(f"{where}: expected a mapping (host, port, qos, ...)")
+    unknown = set(data) - set(DEFAULT_BROKER)
+    if unknown:
+        raise SimConfigError(f"{where}: unknown option(s) {sorted(unknown)}")
+    merged = {**base, **data}
+    if merged["qos"] not in (0, 1, 2):
+        raise SimConfigError(f"{where}.qos: must be 0, 1 or 2")
+    try:
+        merged["port"] = int(merged["port"])
+    except (TypeError, ValueError):
+        raise SimConfigError(f"{where}.port: not a port number: {merged['port']!r}") from None
+    return BrokerSettings(**merged)
+
+
+def _site(template: dict[str, Any], overrides: dict[str, Any], where: str) -> dict[str, Any]:
+    unknown = set(overrides) - set(DEFAULT_SITE)
+    if unknown:
+        raise SimConfigError(f"{where}: unknown site option(s) {sorted(unknown)}; known: {sorted(DEFAULT_SITE)}")
+    site = copy.deepcopy(template)
+    site.update(copy.deepcopy(overrides))
+    for name in site["room_sensors"]:
+        if name not in KINDS or KINDS[name].stream != "building":
+            raise SimConfigError(f"{where}.room_sensors: {name!r} is not a room sensor kind")
+    if not isinstance(site["rooms"], int) or site["rooms"] < 1:
+        raise SimConfigError(f"{where}.rooms: must be a positive integer")
+    for patient in site["patients"]:
+        if "name" not in patient:
+            raise SimConfigError(f"{where}.patients: every patient needs a name")
+        if patient.get("vendor", "sosa") not in ("sosa", "medisense"):
+            raise SimConfigError(f"{where}.patients[{patient['name']}].vendor: wearables speak 'sosa' or 'medisense'")
+        for wearable in patient.get("wearables", []):
+            if wearable not in KINDS or KINDS[wearable].stream != "health":
+                raise SimConfigError(f"{where}.patients[{patient['name']}]: {wearable!r} is not a wearable kind")
+    names = [p["name"] for p in site["people"]] + [p["name"] for p in site["patients"]]
+    if len(set(names)) != len(names):
+        raise SimConfigError(f"{where}: patient and people names must be unique")
+    people = {p["name"] for p in site["people"]}
+    for pair in site["friends"]:
+        if len(pair) != 2 or not set(pair) <= people:
+            raise SimConfigError(f"{where}.friends: {pair!r} must name two of the people {sorted(people)}")
+    return site
+
+
+def load_config(path: str | Path | None = None, *, gateways: int | None = None,
+                rate: float | None = None, seed: int | None = None) -> SimConfig:
+    """Read a sim config (None: the built-in defaults); the flags override the file."""
+    raw: dict[str, Any] = {}
+    source = "<defaults>"
+    if path is not None:
+        source = str(path)
+        try:
+            raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        except OSError as exc:
+            raise SimConfigError(f"cannot read {path}: {exc.strerror}") from None
+        except yaml.YAMLError as exc:
+            raise SimConfigError(f"{path} is not valid YAML: {exc}") from None
+        if not isinstance(raw, dict):
+            raise SimConfigError(f"{path}: expected a mapping at the top level")
+    known = {"seed", "start", "duration_s", "rate_per_sensor", "sensors", "broker", "site", "gateways"}
+    unknown = set(raw) - known
+    if unknown:
+        raise SimConfigError(f"{source}: unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
+
+    periods = {name: kind.period_s for name, kind in KINDS.items()}
+    for name, opts in (raw.get("sensors") or {}).items():
+        if name not in KINDS:
+            raise SimConfigError(f"sensors.{name}: unknown sensor kind; known: {sorted(KINDS)}")
+        period = (opts or {}).get("period_s")
+        if period is not None:
+            if float(period) <= 0:
+                raise SimConfigError(f"sensors.{name}.period_s: must be > 0")
+            periods[name] = float(period)
+
+    broker = _broker(raw.get("broker"), DEFAULT_BROKER, "broker")
+    template = _site(DEFAULT_SITE, raw.get("site") or {}, "site")
+
+    entries = raw.get("gateways") or [{"id": "gw1", "armed": True}, {"id": "gw2", "armed": False}]
+    if gateways is not None:
+        if gateways < 1:
+            raise SimConfigError("--gateways: must be at least 1")
+        # Load tests: gw1..gwN from the template; the file's entries keep their overrides.
+        by_id = {str(e.get("id")): e for e in entries}
+        entries = [by_id.get(f"gw{i}", {"id": f"gw{i}", "armed": i % 2 == 1}) for i in range(1, gateways + 1)]
+    built = []
+    seen = set()
+    for index, entry in enumerate(entries):
+        entry = dict(entry)
+        gw_id = str(entry.pop("id", "") or "")
+        if not gw_id or any(c in gw_id for c in "/+#- ") or gw_id in seen:
+            raise SimConfigError(f"gateways[{index}].id: {gw_id!r} must be unique, non-empty, without / + # - or spaces")
+        seen.add(gw_id)
+        gw_broker = _broker(entry.pop("broker", None), {**DEFAULT_BROKER, **broker.__dict__}, f"gateways[{gw_id}].broker")
+        site = _site(template, entry, f"gateways[{gw_id}]")
+        built.append(GatewaySettings(gw_id, index, site, gw_broker))
+
+    rate_value = rate if rate is not None else raw.get("rate_per_sensor")
+    if rate_value is not None and float(rate_value) <= 0:
+        raise SimConfigError("rate_per_sensor: must be > 0 (messages per sensor per second)")
+    duration = raw.get("duration_s", 600)
+    return SimConfig(
+        seed=int(seed if seed is not None else raw.get("seed", 42)),
+        start_ms=parse_start(raw.get("start", "2026-01-05T08:00:00Z")),
+        duration_s=None if duration is None else float(duration),
+        rate_per_sensor=None if rate_value is None else float(rate_value),
+        periods=periods,
+        gateways=tuple(built),
+        broker=broker,
+        source=source,
+        raw=raw,
+    )

@@ -1,0 +1,135 @@
+"""Recorded streams with their MQTT messages: the DESIGN.md line format plus a header comment.
+
+A recorded stream is ``<milliseconds>\\t<N-Triples statement>`` per line (DESIGN.md,
+``edgewave.shared.recorded``). To replay it to MQTT exactly as it was published, each
+message is preceded by one comment line naming its topic, gateway and line count::
+
+    # ew:message topic=ew/in/building/gw1-room3-smoke gateway=gw1 lines=6
+    1767600120000\\t<http://example.org/gw1/obs/room3-smoke/1767600120000> <...#type> <...> .
+    ...
+
+Readers of the plain format (``read_recorded``, ``edgewave match``) skip comment lines,
+so a recording is an ordinary recorded stream. A file without headers (recorded
+elsewhere, or converted by hand) replays too: consecutive lines with the same timestamp
+form one message on a default topic.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+from typing import IO, Iterable, Iterator
+
+from edgewave.shared.ntriples import NTriplesError, parse_line
+
+from .fleet import Message
+
+log = logging.getLogger("edgewave.firmware_sim.recording")
+
+HEADER_PREFIX = "# ew:message "
+_HEADER = re.compile(r"^# ew:message topic=(\S+) gateway=(\S*) lines=(\d+)\s*$")
+DEFAULT_TOPIC = "ew/in/replay/recorded"
+
+
+class RecordingError(ValueError):
+    """A recording that cannot be replayed as written."""
+
+
+def header(message: Message) -> str:
+    return f"{HEADER_PREFIX}topic={message.topic} gateway={message.gateway} lines={len(message.lines)}"
+
+
+def write_messages(fh: IO[str], messages: Iterable[Message]) -> tuple[int, int]:
+    """Write messages as a recorded stream with headers; returns (messages, lines)."""
+    n_messages = n_lines = 0
+    last = -1
+    for message in messages:
+        if message.ms < last:
+            raise ValueError(f"message at {message.ms} ms after one at {last} ms: recordings are time-ordered")
+        last = message.ms
+        fh.write(header(message) + "\n")
+        prefix = f"{message.ms}\t"
+        for line in message.lines:
+            fh.write(prefix + line + "\n")
+        n_messages += 1
+        n_lines += len(message.lines)
+    return n_messages, n_lines
+
+
+def read_messages(path: str | Path, *, default_topic: str = DEFAULT_TOPIC,
+                  errors: list[str] | None = None) -> Iterator[Message]:
+    """The messages of a recording, statements kept byte-for-byte as recorded.
+
+    Malformed statement lines are skipped and described in ``errors`` (logged when no
+    list is given); the rest of the message still goes out.
+    """
+    with open(path, encoding="utf-8") as fh:
+        yield from parse_messages(fh, default_topic=default_topic, errors=errors, source=str(path))
+
+
+def parse_messages(lines: Iterable[str], *, default_topic: str = DEFAULT_TOPIC,
+                   errors: list[str] | None = None, source: str = "<stream>") -> Iterator[Message]:
+    pending: tuple[str, str, int] | None = None  # topic, gateway, lines still expected
+    current: list[str] = []
+    current_ms: int | None = None
+    current_topic, current_gw = default_topic, ""
+    last_ms = -1
+
+    def problem(text: str) -> None:
+        if errors is not None:
+            errors.append(text)
+        else:
+            log.warning("recording_line_skipped source=%s reason=%r", source, text)
+
+    def flush() -> Iterator[Message]:
+        if current and current_ms is not None:
+            yield Message(current_ms, current_gw, current_topic, tuple(current))
+
+    for line_no, raw in enumerate(lines, 1):
+        line = raw.rstrip("\r\n")
+        if line.startswith(HEADER_PREFIX):
+            m = _HEADER.match(line)
+            if not m:
+                problem(f"{source}:{line_no}: malformed message header {line!r}")
+                continue
+            yield from flush()
+            current, current_ms = [], None
+            current_topic, current_gw = m.group(1), m.group(2)
+            pending = (m.group(1), m.group(2), int(m.group(3)))
+            continue
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        ts_text, tab, statement = line.partition("\t")
+        if not tab or not ts_text.isascii() or not ts_text.isdigit():
+            problem(f"{source}:{line_no}: expected <milliseconds><TAB><statement>")
+            continue
+        ms = int(ts_text)
+        try:
+            if parse_line(statement, line_no) is None:
+                raise NTriplesError(line_no, len(ts_text) + 2, "no statement after the timestamp")
+        except NTriplesError as exc:
+            problem(f"{source}:{line_no}: {exc.reason}")
+            continue
+        if ms < last_ms:
+            problem(f"{source}:{line_no}: timestamp {ms} is before {last_ms}; timestamps must not decrease")
+            continue
+        last_ms = ms
+        if pending is None:
+            # No header: a message is the run of lines sharing one timestamp.
+            if current and ms != current_ms:
+                yield from flush()
+                current = []
+            current_topic, current_gw = default_topic, ""
+        elif current and ms != current_ms:
+            problem(f"{source}:{line_no}: message lines with different timestamps ({current_ms}, {ms}); split")
+            yield from flush()
+            current = []
+        current_ms = ms
+        current.append(statement)
+        if pending is not None:
+            topic, gw, remaining = pending
+            pending = (topic, gw, remaining - 1) if remaining > 1 else None
+            if pending is None:
+                yield from flush()
+                current, current_ms = [], None
+    yield from flush()

@@ -1,0 +1,69 @@
+"""One simulated run: config + optional scenario -> messages in time order, and their ground truth.
+
+``record`` and ``run`` are the same simulation sent to different places (a file at full
+speed, a broker at the sim clock's pace), so what was recorded is what would have been
+published.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import IO, Iterator
+
+from .config import SimConfig
+from .fleet import Message, build_sites, fleet_readings, to_message
+from .observation import Reading
+from .scenario import Injection, Scenario, inject
+from .site import Site
+from .truth import ExpectedMatch, background_hazards, ground_truth
+
+log = logging.getLogger("edgewave.firmware_sim.simulation")
+
+
+@dataclass
+class Simulation:
+    config: SimConfig
+    scenario: Scenario | None = None
+    gateways: list[str] | None = None
+    duration_s: float | None = None
+    keep_readings: bool = False
+    sites: list[Site] = field(init=False)
+    injection: Injection = field(init=False)
+    readings: list[Reading] = field(init=False, default_factory=list)
+    messages_out: int = field(init=False, default=0)
+    lines_out: int = field(init=False, default=0)
+
+    def __post_init__(self) -> None:
+        self.sites = build_sites(self.config, self.gateways)
+        for site in self.sites:
+            for hazard in background_hazards(site):
+                log.warning("background_may_match gateway=%s reason=%r", site.gateway, hazard)
+        if self.duration_s is None:
+            self.duration_s = self.scenario.duration_s if self.scenario and self.scenario.duration_s else self.config.duration_s
+        self.injection = inject(self.scenario, self.sites, self.config.start_ms) if self.scenario else Injection()
+
+    def messages(self) -> Iterator[Message]:
+        """The run's messages in time order (lazily; an endless run when duration is None)."""
+        keep = self.keep_readings
+        for reading in fleet_readings(self.config, self.sites, duration_s=self.duration_s,
+                                      injected=self.injection.readings, pauses=self.injection.pauses):
+            if keep:
+                self.readings.append(reading)
+            message = to_message(reading)
+            self.messages_out += 1
+            self.lines_out += len(message.lines)
+            yield message
+
+    def truth(self) -> list[ExpectedMatch]:
+        """The ground truth over what ``messages()`` produced (needs keep_readings)."""
+        if not self.keep_readings:
+            raise RuntimeError("ground truth needs keep_readings=True before messages() runs")
+        return ground_truth(self.sites, self.readings)
+
+    def write_truth(self, fh: IO[str]) -> int:
+        name = self.scenario.name if self.scenario else "background"
+        rows = self.truth()
+        for row in rows:
+            fh.write(json.dumps(row.to_json(self.config.start_ms, name), sort_keys=True) + "\n")
+        return len(rows)
