@@ -1,21 +1,175 @@
-"""`edgewave-cloud`: ingest, the Spark job, config push."""
+"""`edgewave-cloud`: ingest, the Spark job, config push.
+
+    edgewave-cloud run --config configs/cloud.yaml          ingest + Spark job, supervised
+    edgewave-cloud ingest --config configs/cloud.yaml       ingest alone
+    edgewave-cloud spark --config configs/cloud.yaml        the Spark job alone
+    edgewave-cloud push-config --config configs/cloud.yaml --gateway gw1 FILE
+
+Exit codes: 0 success; 1 failure at run time (push: the gateway rejected);
+2 usage or configuration error (push: invalid document, nothing published);
+3 push: no ack within the timeout.
+"""
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
+from pathlib import Path
+
+from .settings import CloudSettings, SettingsError, load_settings
+
+log = logging.getLogger("edgewave.cloud")
+
+DEFAULT_CONFIG = "configs/cloud.yaml"
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), stream=sys.stderr,
+                        format="%(asctime)s level=%(levelname)s logger=%(name)s %(message)s")
+    # py4j logs every callback-server round trip at INFO.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+def _spark_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--master", help="Spark master URL (default: spark.master in cloud.yaml, local[*])")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="Spark configuration, repeatable; overrides cloud.yaml's spark.conf")
+
+
+def _parse_conf(items: list[str]) -> dict[str, str]:
+    conf: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SettingsError(f"--conf expects KEY=VALUE, got {item!r}")
+        conf[key.strip()] = value
+    return conf
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="edgewave-cloud", description="edgewave cloud tier")
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR (default INFO)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="ingest and the Spark job, supervised")
+    run.add_argument("--config", default=DEFAULT_CONFIG)
+    _spark_options(run)
+
+    ingest = sub.add_parser("ingest", help="take events, status and acks off the broker (alone)")
+    ingest.add_argument("--config", default=DEFAULT_CONFIG)
+
+    spark = sub.add_parser("spark", help="the Spark aggregation job (alone)")
+    spark.add_argument("--config", default=DEFAULT_CONFIG)
+    _spark_options(spark)
+    spark.add_argument("--available-now", action="store_true",
+                       help="process what is in the landing zone now, then stop (backfills, tests)")
+
+    push = sub.add_parser("push-config", help="push a signed config document to gateways")
+    push.add_argument("--config", default=DEFAULT_CONFIG)
+    target = push.add_mutually_exclusive_group(required=True)
+    target.add_argument("--gateway", action="append", help="gateway id (repeatable)")
+    target.add_argument("--all", action="store_true", help="every gateway known in the cloud database")
+    push.add_argument("--format", choices=("trig", "turtle"), help="default: from the file extension")
+    push.add_argument("--timeout", type=float, help="seconds to wait for acks (default: push.ack_timeout_s)")
+    push.add_argument("file", type=Path)
+
+    make = sub.add_parser("make-config", help="assemble a config document (TriG) from patterns, schema, static data")
+    make.add_argument("--schema", type=Path, action="append", default=[], help="schema file (Turtle), repeatable")
+    make.add_argument("--static", type=Path, action="append", default=[], help="static triples (N-Triples), repeatable")
+    make.add_argument("--query", type=Path, action="append", default=[], help="RSP-QL pattern (.rq), repeatable")
+    make.add_argument("--out", type=Path, help="output file (default stdout)")
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="edgewave-cloud", description="edgewave cloud tier")
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("run", help="ingest, Spark job, dashboard").add_argument("--config", required=True)
-    push = sub.add_parser("push-config", help="push a signed config document to a gateway")
-    push.add_argument("--gateway")
-    push.add_argument("--all", action="store_true")
-    push.add_argument("file")
-    args = parser.parse_args(argv)
-    print(f"edgewave-cloud {args.command}: not yet available", file=sys.stderr)
+    args = build_parser().parse_args(argv)
+    _setup_logging(args.log_level)
+    if args.command == "make-config":
+        return _make_config(args)
+    try:
+        settings = load_settings(args.config)
+        if args.command == "run":
+            from .service import run_service
+
+            spark_args = (["--master", args.master] if args.master else []) + [
+                a for item in args.conf for a in ("--conf", item)]
+            _parse_conf(args.conf)
+            return run_service(args.config, spark_args, args.log_level)
+        if args.command == "ingest":
+            from .ingest import run_ingest
+
+            return run_ingest(settings)
+        if args.command == "spark":
+            from .job import CheckpointMismatch, run_job
+            from .spark_runtime import JavaMissing
+
+            try:
+                return run_job(settings, master=args.master, extra_conf=_parse_conf(args.conf),
+                               available_now=args.available_now)
+            except (JavaMissing, CheckpointMismatch) as exc:
+                print(f"edgewave-cloud spark: {exc}", file=sys.stderr)
+                return 2
+        if args.command == "push-config":
+            return _push(settings, args)
+    except SettingsError as exc:
+        print(f"edgewave-cloud: {exc}", file=sys.stderr)
+        return 2
     return 2
+
+
+def _make_config(args: argparse.Namespace) -> int:
+    """Write a config document whose patterns compile, so push-config will accept it."""
+    import rdflib
+
+    from edgewave.agent.engine import parse_query
+    from edgewave.agent.engine.query import QuerySyntaxError
+    from edgewave.shared import configdoc, ntriples
+
+    patterns: dict[str, str] = {}
+    for path in args.query:
+        text = path.read_text()
+        try:
+            name = parse_query(text).name
+        except QuerySyntaxError as exc:
+            print(f"edgewave-cloud make-config: {path}: {exc}", file=sys.stderr)
+            return 2
+        patterns[name] = text
+    schema_graph = rdflib.Graph()
+    for path in args.schema:
+        schema_graph.parse(path, format="turtle")
+    schema = list(ntriples.parse_lines(schema_graph.serialize(format="nt").split("\n")))
+    static = [t for path in args.static for t in ntriples.parse_lines(path.read_text().split("\n"))]
+    document = configdoc.build_config_document(patterns, sorted(schema), static)
+    if args.out:
+        args.out.write_text(document)
+    else:
+        sys.stdout.write(document)
+    return 0
+
+
+def _push(settings: CloudSettings, args: argparse.Namespace) -> int:
+    from .database import open_database
+    from .publisher import EXIT_INVALID, exit_code, push_config
+    from .registry import known_gateways
+
+    if args.all:
+        gateways = known_gateways(open_database(settings.database))
+        if not gateways:
+            print("edgewave-cloud push-config: no gateways known in the cloud database yet", file=sys.stderr)
+            return EXIT_INVALID
+    else:
+        gateways = list(dict.fromkeys(args.gateway))
+    try:
+        outcomes = push_config(settings, gateways, args.file, fmt=args.format, timeout=args.timeout)
+    except (OSError, ConnectionError) as exc:
+        broker = settings.broker
+        print(f"edgewave-cloud push-config: cannot reach the broker at {broker.host}:{broker.port}: {exc}",
+              file=sys.stderr)
+        return 1
+    invalid = [o for o in outcomes if o.status == "invalid"]
+    if invalid:
+        print(f"edgewave-cloud push-config: refused, nothing published: {invalid[0].reason}", file=sys.stderr)
+    return exit_code(outcomes)
 
 
 if __name__ == "__main__":

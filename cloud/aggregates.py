@@ -1,0 +1,192 @@
+"""The aggregates the Spark job keeps in SQLite for the dashboard, written exactly once per batch.
+
+Each micro-batch of the streaming query holds only events seen for the first
+time (duplicates were dropped by the query's de-duplication state, which lives
+in the checkpoint). The job turns a batch into *partial* aggregates, this
+batch's contribution, and ``apply_batch`` adds them to the running totals in one
+SQLite transaction together with the row ``committed_batches(query_id,
+batch_id)``. If the job dies after that commit but before Spark records the
+batch as done, Spark replays the same batch (same files, same de-duplication
+state, so the same rows); ``apply_batch`` finds the batch id and adds nothing.
+If it dies before the commit, nothing of the batch was written. So every event
+is counted once.
+
+Every aggregate is therefore one that can be summed across batches:
+
+- ``matches_per_minute(gateway, pattern, minute_ms, count)``: match events by the
+  minute of their window end (the match time);
+- ``binding_values(pattern, variable, value, count)``: how often each value was
+  bound to each variable (the view ``binding_top`` ranks them per pattern and variable);
+- ``delay_histogram(minute_ms, kind, bucket_ms, count)``: delays from match time
+  (window end) to ingest time, in buckets of three significant digits, from which
+  ``delay_per_minute(minute_ms, kind, count, sum_ms, min_ms, max_ms, p50_ms, p95_ms)``
+  is recomputed for the minutes a batch touched (percentiles are nearest-rank
+  over the buckets, so within 1% below the true value; count, sum, min and max are exact);
+- ``significant_per_minute(gateway, sensor, property, minute_ms, count)``.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import sqlite_utils
+
+from .database import transaction
+
+MINUTE_MS = 60_000
+
+
+def delay_bucket(delay_ms: int) -> int:
+    """The histogram bucket of a delay: the value cut to three significant digits (sign kept).
+
+    0..999 ms are their own buckets; 1234 -> 1230; 56789 -> 56700: a bucket is
+    never more than 1% below the values in it. The Spark job computes the same
+    function in SQL (see job.delay_bucket_column).
+    """
+    magnitude = abs(int(delay_ms))
+    if magnitude < 1000:
+        bucket = magnitude
+    else:
+        scale = 10 ** (len(str(magnitude)) - 3)
+        bucket = magnitude // scale * scale
+    return -bucket if delay_ms < 0 else bucket
+
+
+def percentile(histogram: Iterable[tuple[int, int]], q: float) -> int | None:
+    """Nearest-rank percentile ``q`` (0..1) of a histogram of (bucket, count) pairs."""
+    buckets = sorted((b, c) for b, c in histogram if c > 0)
+    total = sum(c for _, c in buckets)
+    if total == 0:
+        return None
+    rank = max(1, math.ceil(q * total))
+    seen = 0
+    for bucket, count in buckets:
+        seen += count
+        if seen >= rank:
+            return bucket
+    return buckets[-1][0]
+
+
+@dataclass
+class BatchAggregates:
+    """One micro-batch's contribution to every aggregate."""
+
+    rows: int = 0
+    matches: list[tuple[str, str, int, int]] = field(default_factory=list)
+    """(gateway, pattern, minute_ms, count)"""
+    bindings: list[tuple[str, str, str, int]] = field(default_factory=list)
+    """(pattern, variable, value, count)"""
+    delays: list[tuple[int, str, int, int, int, int, int]] = field(default_factory=list)
+    """(minute_ms, kind, bucket_ms, count, sum_ms, min_ms, max_ms)"""
+    significant: list[tuple[str, str, str, int, int]] = field(default_factory=list)
+    """(gateway, sensor, property, minute_ms, count)"""
+
+
+def ensure_aggregate_schema(db: sqlite_utils.Database) -> None:
+    db.executescript(
+        """
+        CREATE TABLE IF NOT EXISTS committed_batches (
+            query_id TEXT NOT NULL,
+            batch_id INTEGER NOT NULL,
+            rows INTEGER NOT NULL,
+            committed_ms INTEGER NOT NULL,
+            PRIMARY KEY (query_id, batch_id)
+        );
+        CREATE TABLE IF NOT EXISTS matches_per_minute (
+            gateway TEXT NOT NULL,
+            pattern TEXT NOT NULL,
+            minute_ms INTEGER NOT NULL,
+            count INTEGER NOT NULL,
+            PRIMARY KEY (gateway, pattern, minute_ms)
+        );
+        CREATE TABLE IF NOT EXISTS binding_values (
+            pattern TEXT NOT NULL,
+            variable TEXT NOT NULL,
+            value TEXT NOT NULL,
+            count INTEGER NOT NULL,
+            PRIMARY KEY (pattern, variable, value)
+        );
+        CREATE VIEW IF NOT EXISTS binding_top AS
+            SELECT pattern, variable, value, count,
+                   RANK() OVER (PARTITION BY pattern, variable ORDER BY count DESC) AS rank
+            FROM binding_values;
+        CREATE TABLE IF NOT EXISTS delay_histogram (
+            minute_ms INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            bucket_ms INTEGER NOT NULL,
+            count INTEGER NOT NULL,
+            PRIMARY KEY (minute_ms, kind, bucket_ms)
+        );
+        CREATE TABLE IF NOT EXISTS delay_per_minute (
+            minute_ms INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            count INTEGER NOT NULL,
+            sum_ms INTEGER NOT NULL,
+            min_ms INTEGER NOT NULL,
+            max_ms INTEGER NOT NULL,
+            p50_ms INTEGER,
+            p95_ms INTEGER,
+            PRIMARY KEY (minute_ms, kind)
+        );
+        CREATE TABLE IF NOT EXISTS significant_per_minute (
+            gateway TEXT NOT NULL,
+            sensor TEXT NOT NULL,
+            property TEXT NOT NULL,
+            minute_ms INTEGER NOT NULL,
+            count INTEGER NOT NULL,
+            PRIMARY KEY (gateway, sensor, property, minute_ms)
+        );
+        """
+    )
+
+
+def committed_queries(db: sqlite_utils.Database) -> list[str]:
+    """The streaming query ids that have written aggregates into this database."""
+    ensure_aggregate_schema(db)
+    return [r[0] for r in db.execute("SELECT DISTINCT query_id FROM committed_batches").fetchall()]
+
+
+def apply_batch(db: sqlite_utils.Database, query_id: str, batch_id: int, batch: BatchAggregates) -> bool:
+    """Add one batch's partial aggregates, exactly once; False if the batch was already applied."""
+    now_ms = int(time.time() * 1000)
+    with transaction(db) as conn:
+        seen = conn.execute("SELECT 1 FROM committed_batches WHERE query_id = ? AND batch_id = ?",
+                            (query_id, batch_id)).fetchone()
+        if seen:
+            return False
+        conn.executemany(
+            """INSERT INTO matches_per_minute (gateway, pattern, minute_ms, count) VALUES (?, ?, ?, ?)
+               ON CONFLICT DO UPDATE SET count = count + excluded.count""",
+            batch.matches,
+        )
+        conn.executemany(
+            """INSERT INTO binding_values (pattern, variable, value, count) VALUES (?, ?, ?, ?)
+               ON CONFLICT DO UPDATE SET count = count + excluded.count""",
+            batch.bindings,
+        )
+        conn.executemany(
+            """INSERT INTO significant_per_minute (gateway, sensor, property, minute_ms, count) VALUES (?, ?, ?, ?, ?)
+               ON CONFLICT DO UPDATE SET count = count + excluded.count""",
+            batch.significant,
+        )
+        conn.executemany(
+            """INSERT INTO delay_histogram (minute_ms, kind, bucket_ms, count) VALUES (?, ?, ?, ?)
+               ON CONFLICT DO UPDATE SET count = count + excluded.count""",
+            [(m, k, b, c) for m, k, b, c, _, _, _ in batch.delays],
+        )
+        conn.executemany(
+            """INSERT INTO delay_per_minute (minute_ms, kind, count, sum_ms, min_ms, max_ms) VALUES (?, ?, ?, ?, ?, ?)
+               ON CONFLICT DO UPDATE SET count = count + excluded.count, sum_ms = sum_ms + excluded.sum_ms,
+                   min_ms = MIN(min_ms, excluded.min_ms), max_ms = MAX(max_ms, excluded.max_ms)""",
+            [(m, k, c, s, lo, hi) for m, k, _, c, s, lo, hi in batch.delays],
+        )
+        for minute_ms, kind in sorted({(m, k) for m, k, *_ in batch.delays}):
+            histogram = conn.execute("SELECT bucket_ms, count FROM delay_histogram WHERE minute_ms = ? AND kind = ?",
+                                     (minute_ms, kind)).fetchall()
+            conn.execute("UPDATE delay_per_minute SET p50_ms = ?, p95_ms = ? WHERE minute_ms = ? AND kind = ?",
+                         (percentile(histogram, 0.50), percentile(histogram, 0.95), minute_ms, kind))
+        conn.execute("INSERT INTO committed_batches (query_id, batch_id, rows, committed_ms) VALUES (?, ?, ?, ?)",
+                     (query_id, batch_id, batch.rows, now_ms))
+    return True

@@ -1,0 +1,212 @@
+"""push-config: validate, sign, version, publish (retained) and wait for the gateway's ack.
+
+A document is checked before anything leaves the cloud: it must parse as
+TriG/Turtle config and every pattern in it must compile with the engine's
+RSP-QL parser. A bad document is refused with the parse error and never
+published. A good one gets the gateway's next version (recorded as a pending
+push in SQLite), is signed with the gateway's key and published retained at
+QoS 1 on ``ew/<gw>/config``, so a gateway that is offline gets it when it
+reconnects. push-config then waits for the ack with that version on
+``ew/<gw>/config/ack``. A push that times out stays retained and pending;
+ingest resolves it when the ack arrives later.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from edgewave.shared import topics
+from edgewave.shared.configdoc import ConfigRejected, load_config_document, sign_envelope
+
+from .database import open_database, transaction
+from .ingest import mqtt_client
+from .registry import (PUSH_TIMEOUT, AckError, ensure_registry_schema, parse_ack, record_ack, reserve_version,
+                       resolve_push)
+from .settings import CloudSettings, SettingsError
+
+log = logging.getLogger(__name__)
+
+EXIT_APPLIED = 0
+EXIT_REJECTED = 1
+EXIT_INVALID = 2
+EXIT_TIMEOUT = 3
+
+
+class InvalidDocument(ValueError):
+    """A config document that must not be published; the message is what the operator needs."""
+
+
+@dataclass
+class PushOutcome:
+    gateway: str
+    version: int | None
+    status: str  # applied | rejected | timeout | invalid
+    reason: str = ""
+
+    @property
+    def exit_code(self) -> int:
+        return {"applied": EXIT_APPLIED, "rejected": EXIT_REJECTED, "timeout": EXIT_TIMEOUT}.get(
+            self.status, EXIT_INVALID)
+
+    def describe(self) -> str:
+        if self.status == "applied":
+            return f"{self.gateway}: applied version {self.version}"
+        if self.status == "rejected":
+            return f"{self.gateway}: rejected version {self.version}: {self.reason}"
+        if self.status == "timeout":
+            return (f"{self.gateway}: no ack for version {self.version}: {self.reason}")
+        return f"{self.gateway}: not pushed: {self.reason}"
+
+
+def document_format(path: Path, explicit: str | None = None) -> str:
+    """trig or turtle, from --format or the file's extension."""
+    if explicit:
+        return explicit
+    suffix = path.suffix.lower()
+    if suffix == ".trig":
+        return "trig"
+    if suffix in (".ttl", ".turtle"):
+        return "turtle"
+    raise InvalidDocument(f"cannot tell the format of {path.name} (use .trig or .ttl, or --format)")
+
+
+def _query_parser() -> tuple[Callable[[str], Any], type[Exception]]:
+    """The engine's RSP-QL parser (the cloud may import the engine, never the agent runtime)."""
+    try:
+        from edgewave.agent.engine.rspql import QuerySyntaxError, parse_query  # type: ignore[attr-defined]
+    except ImportError:
+        try:
+            from edgewave.agent.engine import QuerySyntaxError, parse_query  # type: ignore[attr-defined]
+        except ImportError as exc:
+            raise InvalidDocument(f"cannot validate patterns: the engine's RSP-QL parser is not available ({exc})") \
+                from exc
+    return parse_query, QuerySyntaxError
+
+
+def validate_document(text: str, fmt: str) -> int:
+    """Parse the document and compile its patterns; returns how many patterns it holds."""
+    try:
+        doc = load_config_document(text, fmt)
+    except ConfigRejected as exc:
+        raise InvalidDocument(exc.reason) from exc
+    parse_query, syntax_error = _query_parser()
+    for name, query in sorted(doc.patterns.items()):
+        try:
+            parse_query(query)
+        except syntax_error as exc:
+            line = getattr(exc, "line", None)
+            column = getattr(exc, "column", None)
+            where = f" at line {line}, column {column}" if line is not None else ""
+            message = getattr(exc, "message", None) or str(exc)
+            raise InvalidDocument(f"pattern {name!r}: syntax error{where}: {message}") from exc
+    return len(doc.patterns)
+
+
+class AckWaiter:
+    """An MQTT connection subscribed to a set of gateways' ack topics."""
+
+    def __init__(self, settings: CloudSettings) -> None:
+        self.acks: queue.Queue[tuple[str, dict[str, Any] | None, str]] = queue.Queue()
+        self.subscribed: queue.Queue[int] = queue.Queue()
+        self.connected: queue.Queue[Any] = queue.Queue()
+        self.client = mqtt_client(settings.broker, f"edgewave-cloud-push-{uuid.uuid4().hex[:12]}")
+        self.client.on_connect = lambda c, u, f, rc, p: self.connected.put(rc)
+        self.client.on_subscribe = lambda c, u, mid, rcs, p: self.subscribed.put(mid)
+        self.client.on_message = self._on_message
+        broker = settings.broker
+        self.client.connect(broker.host, broker.port, keepalive=broker.keepalive_s)
+        self.client.loop_start()
+        rc = self.connected.get(timeout=30)
+        if rc.is_failure:
+            raise ConnectionError(f"broker {broker.host}:{broker.port} refused the connection: {rc}")
+
+    def _on_message(self, client: Any, userdata: Any, msg: Any) -> None:
+        try:
+            self.acks.put((topics.gateway_from_topic(msg.topic), parse_ack(msg.payload), ""))
+        except (AckError, topics.TopicError) as exc:
+            self.acks.put(("", None, str(exc)))
+
+    def subscribe(self, gateways: list[str], timeout: float = 30.0) -> None:
+        result, mid = self.client.subscribe([(topics.config_ack_topic(gw), 1) for gw in gateways])
+        deadline = time.monotonic() + timeout
+        while True:
+            got = self.subscribed.get(timeout=max(0.01, deadline - time.monotonic()))
+            if got == mid:
+                return
+
+    def publish_retained(self, topic: str, payload: bytes, timeout: float = 30.0) -> None:
+        info = self.client.publish(topic, payload, qos=1, retain=True)
+        info.wait_for_publish(timeout=timeout)
+        if not info.is_published():
+            raise ConnectionError(f"broker did not acknowledge the publish on {topic} within {timeout}s")
+
+    def close(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+def push_config(settings: CloudSettings, gateways: list[str], path: Path, *, fmt: str | None = None,
+                timeout: float | None = None, out: Callable[[str], None] = print) -> list[PushOutcome]:
+    """Push one document to each gateway and wait for all their acks."""
+    timeout = settings.push.ack_timeout_s if timeout is None else timeout
+    try:
+        text = path.read_text(encoding="utf-8")
+        fmt = document_format(path, fmt)
+        count = validate_document(text, fmt)
+        keys = {gw: settings.gateway_key(gw) for gw in gateways}
+    except (InvalidDocument, SettingsError, OSError, UnicodeDecodeError) as exc:
+        reason = f"{path}: {exc}"
+        log.error("push refused %s", reason)
+        return [PushOutcome(gw, None, "invalid", reason) for gw in gateways]
+    log.info("push validated file=%s format=%s patterns=%d gateways=%s", path, fmt, count, ",".join(gateways))
+
+    db = open_database(settings.database)
+    ensure_registry_schema(db)
+    waiter = AckWaiter(settings)
+    try:
+        waiter.subscribe(gateways)
+        pending: dict[str, int] = {}
+        for gw in gateways:
+            version = reserve_version(db, gw, fmt, text, int(time.time() * 1000))
+            waiter.publish_retained(topics.config_topic(gw), sign_envelope(gw, version, text, fmt, keys[gw]))
+            pending[gw] = version
+            log.info("push published gateway=%s version=%d topic=%s", gw, version, topics.config_topic(gw))
+        outcomes: dict[str, PushOutcome] = {}
+        deadline = time.monotonic() + timeout
+        while pending and time.monotonic() < deadline:
+            try:
+                gw, ack, problem = waiter.acks.get(timeout=min(0.5, max(0.01, deadline - time.monotonic())))
+            except queue.Empty:
+                continue
+            if ack is None:
+                log.warning("push ignored malformed ack: %s", problem)
+                continue
+            now_ms = int(time.time() * 1000)
+            with transaction(db) as conn:
+                record_ack(conn, gw, ack, now_ms)
+            if pending.get(gw) != ack["version"]:
+                log.info("push ignored ack for another version gateway=%s version=%s", gw, ack["version"])
+                continue
+            outcomes[gw] = PushOutcome(gw, pending.pop(gw), ack["status"], ack["reason"])
+            out(outcomes[gw].describe())
+        for gw, version in pending.items():
+            reason = (f"timed out after {timeout:g}s; the config stays retained on {topics.config_topic(gw)} "
+                      f"and the gateway applies it when it next connects")
+            resolve_push(db, gw, version, PUSH_TIMEOUT, reason, int(time.time() * 1000))
+            outcomes[gw] = PushOutcome(gw, version, "timeout", reason)
+            out(outcomes[gw].describe())
+        return [outcomes[gw] for gw in gateways]
+    finally:
+        waiter.close()
+        db.conn.close()
+
+
+def exit_code(outcomes: list[PushOutcome]) -> int:
+    """0 if every gateway applied; otherwise the worst outcome's code."""
+    return max((o.exit_code for o in outcomes), default=EXIT_INVALID)
+

@@ -1,0 +1,169 @@
+"""The cloud tier's settings: configs/cloud.yaml with working defaults.
+
+Every option is documented in configs/cloud.yaml and docs/cloud.md. Relative
+paths are taken relative to the directory the command runs in. Unknown keys
+are an error, so a typo does not silently fall back to a default.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class SettingsError(ValueError):
+    """cloud.yaml says something that cannot work; the message names the key."""
+
+
+@dataclass
+class BrokerSettings:
+    """The cloud MQTT broker every gateway forwards to."""
+
+    host: str = "127.0.0.1"
+    port: int = 1883
+    username: str | None = None
+    password: str | None = None
+    tls_ca: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    keepalive_s: int = 30
+
+
+@dataclass
+class IngestSettings:
+    """How ingest takes events off the broker and into the landing zone."""
+
+    client_id: str = "edgewave-cloud-ingest"
+    session_expiry_s: int = 7 * 24 * 3600
+    receive_maximum: int = 1000
+    commit_max_messages: int = 500
+    commit_interval_ms: int = 50
+    roll_bytes: int = 16 * 1024 * 1024
+    roll_seconds: float = 2.0
+
+
+@dataclass
+class SparkSettings:
+    """The Structured Streaming job over the landing zone."""
+
+    master: str = "local[*]"
+    input: str | None = None
+    app_name: str = "edgewave-cloud"
+    trigger_seconds: float = 2.0
+    checkpoint: str = "var/cloud/checkpoint"
+    history: str = "var/cloud/history"
+    dedup_horizon: str = "15 minutes"
+    max_files_per_trigger: int = 1000
+    shuffle_partitions: int = 4
+    log_level: str = "WARN"
+    ui: bool = False
+    conf: dict[str, str] = field(default_factory=lambda: {"spark.driver.memory": "1g"})
+
+
+@dataclass
+class PushSettings:
+    """How push-config waits for a gateway's answer."""
+
+    ack_timeout_s: float = 30.0
+
+
+@dataclass
+class GatewaySettings:
+    """One gateway's signing key: inline, from a file, or from an environment variable."""
+
+    key: str | None = None
+    key_file: str | None = None
+    key_env: str | None = None
+
+
+@dataclass
+class CloudSettings:
+    broker: BrokerSettings = field(default_factory=BrokerSettings)
+    landing_zone: str = "var/cloud/landing"
+    database: str = "var/cloud/cloud.db"
+    ingest: IngestSettings = field(default_factory=IngestSettings)
+    spark: SparkSettings = field(default_factory=SparkSettings)
+    push: PushSettings = field(default_factory=PushSettings)
+    gateways: dict[str, GatewaySettings] = field(default_factory=dict)
+
+    @property
+    def events_dir(self) -> Path:
+        """Closed event files, the Spark job's input."""
+        return Path(self.landing_zone) / "events"
+
+    @property
+    def rejected_dir(self) -> Path:
+        """Payloads ingest could not accept, kept for an operator to inspect."""
+        return Path(self.landing_zone) / "rejected"
+
+    def gateway_key(self, gateway: str) -> str:
+        """The HMAC key config documents for ``gateway`` are signed with."""
+        entry = self.gateways.get(gateway)
+        if entry is None:
+            raise SettingsError(f"no key for gateway {gateway!r}: add gateways.{gateway}.key to cloud.yaml")
+        if entry.key:
+            return entry.key
+        if entry.key_file:
+            key = Path(entry.key_file).read_text().strip()
+            if key:
+                return key
+            raise SettingsError(f"gateways.{gateway}.key_file {entry.key_file} is empty")
+        if entry.key_env:
+            key = os.environ.get(entry.key_env, "")
+            if key:
+                return key
+            raise SettingsError(f"gateways.{gateway}.key_env: environment variable {entry.key_env} is not set")
+        raise SettingsError(f"gateways.{gateway} has none of key, key_file, key_env")
+
+
+def _build(cls: type, data: Any, where: str) -> Any:
+    if data is None:
+        return cls()
+    if not isinstance(data, dict):
+        raise SettingsError(f"{where or 'cloud.yaml'} must be a mapping, got {type(data).__name__}")
+    known = {f.name: f for f in fields(cls)}
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise SettingsError(f"unknown key(s) in {where or 'cloud.yaml'}: {', '.join(unknown)} "
+                            f"(known: {', '.join(sorted(known))})")
+    kwargs: dict[str, Any] = {}
+    for name, value in data.items():
+        default = known[name].default_factory() if callable(known[name].default_factory) else known[name].default  # type: ignore[misc]
+        path = f"{where}.{name}" if where else name
+        if is_dataclass(default):
+            kwargs[name] = _build(type(default), value, path)
+        elif name == "gateways":
+            if not isinstance(value, dict):
+                raise SettingsError("gateways must map gateway ids to {key: ...}")
+            kwargs[name] = {str(gw): _build(GatewaySettings, entry, f"gateways.{gw}") for gw, entry in value.items()}
+        elif name == "conf":
+            if not isinstance(value, dict):
+                raise SettingsError(f"{path} must map Spark conf keys to values")
+            kwargs[name] = {str(k): str(v) for k, v in value.items()}
+        elif value is None or default is None or isinstance(value, type(default)) or (
+                isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool)):
+            kwargs[name] = value
+        else:
+            raise SettingsError(f"{path} must be a {type(default).__name__}, got {value!r}")
+    return cls(**kwargs)
+
+
+def load_settings(path: str | Path | None) -> CloudSettings:
+    """Read cloud.yaml; ``None`` gives the defaults."""
+    if path is None:
+        return CloudSettings()
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except FileNotFoundError as exc:
+        raise SettingsError(f"config file not found: {path}") from exc
+    except yaml.YAMLError as exc:
+        raise SettingsError(f"{path} is not valid YAML: {exc}") from exc
+    settings = _build(CloudSettings, data, "")
+    if settings.spark.trigger_seconds <= 0:
+        raise SettingsError("spark.trigger_seconds must be positive")
+    if settings.ingest.roll_bytes < 1024:
+        raise SettingsError("ingest.roll_bytes must be at least 1024")
+    return settings

@@ -1,0 +1,199 @@
+"""Benchmark: the cloud tier on loopback (real Mosquitto, `edgewave-cloud run`, Spark local mode, SQLite).
+
+1. End-to-end delay: from a sensor publishing the observation that completes a match
+   (on the gateway's local broker, through the real `edgewave-agent run`, configured
+   by `edgewave-cloud push-config`) to the match's count appearing in SQLite, with
+   the default 2 s trigger and 2 s landing-file roll (target: every probe under 10 s).
+   Baseline in the same run: the part up to ingest (observation -> event durable and
+   visible in a closed landing file).
+2. Sustained throughput: how many events/s the Spark job processes in steady state
+   (micro-batches after the first, from its progress log), over a landing zone
+   pre-filled with the test workload (10 % duplicates). Baseline in the same run:
+   the rate ingest lands events from 5 publishing gateways; the job keeps up with
+   ingest when the ratio job/ingest is >= 1.
+
+    python tests/benchmarks/bench_cloud.py [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+import paho.mqtt.client as mqtt  # noqa: E402
+import yaml  # noqa: E402
+from broker_process import MosquittoBroker  # noqa: E402
+from cloud_harness import CloudProcess, landing_record, query, total_events, wait_for, write_config  # noqa: E402
+from cloud_workload import make_workload, publish  # noqa: E402
+from edgewave.cloud.landing import LandingZone, read_records  # noqa: E402
+from paho.mqtt.enums import CallbackAPIVersion  # noqa: E402
+
+TARGET_DELAY_S = 10.0
+
+
+ALARM = """PREFIX ex: <http://example.org/>
+REGISTER RSTREAM <alarm> AS SELECT ?e ?level ?room
+FROM NAMED WINDOW <w> ON <http://example.org/stream/alarm> [RANGE PT10S STEP PT1S]
+WHERE { WINDOW <w> { ?e ex:alarmLevel ?level . ?e ex:raisedBy ?sensor } ?sensor ex:locatedIn ?room }"""
+
+GATEWAY_CONFIG = f'''@prefix ew: <https://edgewave.dev/ns#> .
+@prefix ex: <http://example.org/> .
+ew:config {{ ex:cfg a ew:GatewayConfig ; ew:pattern [ a ew:Pattern ; ew:name "alarm" ; ew:query """{ALARM}""" ] . }}
+ew:static {{ ex:s1 ex:locatedIn ex:room1 . }}
+'''
+XSD_INTEGER = "<http://www.w3.org/2001/XMLSchema#integer>"
+
+
+def start_agent(tmp: Path, local: MosquittoBroker, cloud: MosquittoBroker) -> subprocess.Popen:
+    """The real gateway agent for gw1 between the sensors' broker and the cloud broker."""
+    config = tmp / "agent.yaml"
+    config.write_text(yaml.safe_dump({
+        "gateway": "gw1", "data_dir": str(tmp / "agent-data"), "log_level": "WARNING",
+        "local": {"host": local.host, "port": local.port}, "cloud": {"host": cloud.host, "port": cloud.port},
+        "config": {"key": "key-of-gw1"}}))
+    log = open(tmp / "agent.log", "ab")
+    return subprocess.Popen([sys.executable, "-m", "edgewave.agent.cli", "run", "--config", str(config)],
+                            stdout=log, stderr=log)
+
+
+def sensor_publish(local: MosquittoBroker, n: int) -> None:
+    """The observation that completes an `alarm` match on its own, published at QoS 1."""
+    client = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5)
+    client.connect(local.host, local.port)
+    client.loop_start()
+    payload = (f'<http://example.org/alarm{n}> <http://example.org/alarmLevel> "{n}"^^{XSD_INTEGER} .\n'
+               f"<http://example.org/alarm{n}> <http://example.org/raisedBy> <http://example.org/s1> .\n")
+    client.publish("ew/in/alarm/s1", payload.encode(), qos=1).wait_for_publish(10)
+    client.disconnect()
+    client.loop_stop()
+
+
+def end_to_end(tmp: Path, broker: MosquittoBroker, local: MosquittoBroker,
+               probes: int) -> tuple[list[float], list[float], float]:
+    """Probe delays (to SQLite, to the landing zone) and ingest's landing rate (events/s)."""
+    config = write_config(tmp, broker, ingest={"roll_seconds": 2, "commit_interval_ms": 50},
+                          spark={"trigger_seconds": 2, "master": "local[*]"})
+    cloud = CloudProcess(["run", "--config", str(config)], tmp / "run.log")
+    agent = start_agent(tmp, local, broker)
+    db, landing = tmp / "cloud.db", tmp / "landing" / "events"
+    try:
+        pushed = subprocess.run([sys.executable, "-m", "edgewave.cloud.cli", "push-config", "--config", str(config),
+                                 "--gateway", "gw1", str(_write(tmp / "gw1.trig", GATEWAY_CONFIG))],
+                                capture_output=True, text=True, timeout=120)
+        if pushed.returncode != 0:
+            raise RuntimeError(f"push-config failed: {pushed.stdout}{pushed.stderr}")
+        wait_for(lambda: "query started" in cloud.log(), 240, "the Spark query to start", alive=cloud)
+        warm = make_workload(unique=2000, duplicates=0, out_of_order=0, seed=1).sequence
+        publish(broker.host, broker.port, warm)
+        wait_for(lambda: total_events(db) >= len(warm), 300, "warm-up events counted", alive=cloud, interval=0.5)
+        to_sqlite, to_landing = [], []
+        for n in range(1, probes + 1):
+            time.sleep(0.37 * (n % 6))  # sample different phases of the trigger and roll clocks
+            level = f'"{n}"^^{XSD_INTEGER}'
+            sent = time.monotonic()
+            sensor_publish(local, n)
+            landed = None
+            while True:
+                if landed is None and any(r.get("pattern") == "alarm" and {"variable": "level", "value": level}
+                                          in r["bindings"] for r in read_records(landing)):
+                    landed = time.monotonic() - sent
+                if query(db, "SELECT count FROM binding_values WHERE pattern = 'alarm' AND variable = 'level' "
+                             "AND value = ?", (level,)):
+                    to_sqlite.append(time.monotonic() - sent)
+                    to_landing.append(landed if landed is not None else to_sqlite[-1])
+                    break
+                if time.monotonic() - sent > 60:
+                    raise RuntimeError(f"probe {n} not counted within 60 s")
+                time.sleep(0.05)
+            print(f"  probe {n}: landing {to_landing[-1]:.2f}s, SQLite {to_sqlite[-1]:.2f}s", flush=True)
+        # Ingest's landing rate: 5 gateways publishing as fast as they can.
+        burst = make_workload(unique=20000 if probes > 5 else 6000, duplicates=0, out_of_order=0, seed=2).sequence
+        before = len(read_records(landing))
+        started = time.monotonic()
+        publish(broker.host, broker.port, burst)
+        wait_for(lambda: len(read_records(landing)) >= before + len(burst), 300, "the burst to land", interval=0.2)
+        ingest_rate = len(burst) / (time.monotonic() - started)
+    finally:
+        agent.terminate()
+        agent.wait(timeout=60)
+        cloud.stop()
+    return to_sqlite, to_landing, ingest_rate
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def job_throughput(tmp: Path, events: int) -> tuple[float, int]:
+    """Steady-state events/s of the Spark job over a pre-filled landing zone (batches after the first)."""
+    workload = make_workload(unique=events, duplicates=events // 9, out_of_order=events // 20, seed=3)
+    zone = LandingZone(tmp / "landing" / "events", roll_bytes=1_000_000, roll_seconds=3600)
+    start = int(time.time() * 1000)
+    for i, event in enumerate(workload.sequence):
+        zone.append(landing_record(event, start + i), start + i)
+        zone.roll_if_due()
+    zone.close()
+    files = zone.files_closed
+    per_batch = max(1, files // 4)
+    config = write_config(tmp, spark={"trigger_seconds": 2, "master": "local[*]", "max_files_per_trigger": per_batch,
+                                      "shuffle_partitions": 2})
+    job = CloudProcess(["spark", "--config", str(config)], tmp / "job.log")
+    try:
+        wait_for(lambda: total_events(tmp / "cloud.db") >= len(workload.unique), 900, "all events counted",
+                 alive=job, interval=1.0)
+    finally:
+        job.stop()
+    batches = [(int(b), int(rows), int(ms)) for b, rows, ms in
+               re.findall(r"progress batch=(\d+) rows_in=(\d+) .*?batch_ms=(\d+)", job.log())]
+    steady = [(rows, ms) for b, rows, ms in batches if b > 0 and rows > 0]
+    if not steady:
+        raise RuntimeError("no steady-state batches in the job's log")
+    rate = sum(r for r, _ in steady) / (sum(ms for _, ms in steady) / 1000)
+    print(f"  {len(workload.sequence)} landing records in {files} files, {len(steady)} steady batches of "
+          f"~{statistics.mean(r for r, _ in steady):.0f} rows, {statistics.mean(ms for _, ms in steady):.0f} ms each")
+    return rate, len(workload.sequence)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer probes and events (about 3 minutes)")
+    args = parser.parse_args(argv)
+    probes = 5 if args.quick else 15
+    events = 30_000 if args.quick else 150_000
+    with tempfile.TemporaryDirectory(prefix="bench-cloud-") as tmpdir:
+        tmp = Path(tmpdir)
+        broker = MosquittoBroker(tmp / "broker").start()
+        local = MosquittoBroker(tmp / "local-broker").start()
+        try:
+            (tmp / "e2e").mkdir()
+            print("end-to-end delay (sensor observation -> agent -> cloud -> count in SQLite), trigger 2 s, "
+                  "roll 2 s:", flush=True)
+            to_sqlite, to_landing, ingest_rate = end_to_end(tmp / "e2e", broker, local, probes)
+        finally:
+            local.stop()
+            broker.stop()
+        (tmp / "job").mkdir()
+        print("Spark job throughput, local mode:", flush=True)
+        job_rate, records = job_throughput(tmp / "job", events)
+    print()
+    print(f"end-to-end delay, observation to SQLite: p50 {statistics.median(to_sqlite):.2f} s, max {max(to_sqlite):.2f} s "
+          f"over {len(to_sqlite)} probes (target < {TARGET_DELAY_S:.0f} s)")
+    print(f"  baseline, up to ingest (observation -> closed landing file): p50 {statistics.median(to_landing):.2f} s, "
+          f"max {max(to_landing):.2f} s")
+    print(f"Spark job sustained throughput: {job_rate:,.0f} events/s (steady state over {records:,} records)")
+    print(f"  baseline, ingest landing rate from 5 gateways: {ingest_rate:,.0f} events/s; "
+          f"job/ingest = {job_rate / ingest_rate:.2f}")
+    return 0 if max(to_sqlite) < TARGET_DELAY_S else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
