@@ -208,3 +208,38 @@ def verify_envelope(payload: bytes | str, key: str | bytes, gateway: str | None 
     if gateway is not None and env.gateway != gateway:
         raise ConfigRejected(f"wrong gateway: document is for {env.gateway!r}, this is {gateway!r}")
     return env
+
+
+def _long_string(text: str) -> str:
+    """A Turtle long string literal holding ``text`` verbatim."""
+    escaped = text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    if escaped.endswith('"'):
+        escaped = escaped[:-1] + '\\"'
+    return f'"""{escaped}"""'
+
+
+def build_config_document(patterns: dict[str, str], schema: list[tuple[str, str, str]],
+                          static: list[tuple[str, str, str]],
+                          significance: list[SignificanceRule] = ()) -> str:
+    """A TriG config document from its parts, the inverse of load_config_document.
+
+    Operators keep patterns (.rq), schema (Turtle) and site data (N-Triples) as separate
+    files; this assembles what a gateway receives.
+    """
+    def graph(name: str, triples: list[tuple[str, str, str]]) -> str:
+        body = "".join(f"  {s} {p} {o} .\n" for s, p, o in triples)
+        return f"ew:{name} {{\n{body}}}\n"
+
+    items = []
+    for name, text in patterns.items():
+        items.append(f'    ew:pattern [ a ew:Pattern ; ew:name {json.dumps(name)} ; ew:query {_long_string(text)} ]')
+    for rule in significance:
+        fields = [("property", rule.property), ("deadbandAbsolute", rule.deadband_absolute),
+                  ("deadbandRelative", rule.deadband_relative), ("maxSilenceSeconds", rule.max_silence_s),
+                  ("maxRatePerSecond", rule.max_rate_per_s)]
+        parts = ["a ew:SignificanceRule"] + [f"ew:{k} {v if k == 'property' else repr(float(v))}"
+                                              for k, v in fields if v is not None]
+        items.append(f"    ew:significance [ {' ; '.join(parts)} ]")
+    config = "<urn:edgewave:config> a ew:GatewayConfig" + "".join(f" ;\n{item}" for item in items) + " .\n"
+    return (f"@prefix ew: <{vocab.EW_NS}> .\n\n"
+            f"ew:config {{\n{config}}}\n\n" + graph("schema", schema) + "\n" + graph("static", static))

@@ -62,6 +62,8 @@ class MosquittoBroker:
             "max_queued_messages 100000",
             "max_inflight_messages 0",
             "persistent_client_expiration 1h",
+            # Without it Nagle's algorithm holds a message sent just after another for ~40 ms.
+            "set_tcp_nodelay true",
         ]
         if os.geteuid() == 0:
             # As root, mosquitto would switch to the 'mosquitto' user, which cannot write here.
