@@ -41,7 +41,7 @@ from collections import deque
 from operator import itemgetter
 from typing import Any, Callable, Sequence
 
-from .alpha import AlphaMemory, Entry, read_key, remove_identical
+from .alpha import AlphaMemory, Entry, drop_expired, read_key
 from .match import Match
 
 ROW, PARENT, ENTRY, START, END, DEADLINE = range(6)
@@ -280,27 +280,8 @@ class JoinNode:
 
     def expire(self, now: int) -> int:
         """Drop stored parent tokens no child can use any more; returns how many."""
-        expiry = self.left_expiry
-        limit = now - self.gc_width
-        index = self.left_index
-        reader = self.row_key
-        dropped = 0
-        single = reader.__class__ is int
-        popleft = expiry.popleft
-        while expiry and expiry[0][4] < limit:
-            token = popleft()
-            key = token[0][reader] if single else read_key(reader, token[0])
-            bucket = index.get(key)
-            if bucket is not None:
-                if bucket[0] is token:  # tokens leave in creation order: almost always first
-                    if len(bucket) == 1:
-                        del index[key]
-                    else:
-                        del bucket[0]
-                elif remove_identical(bucket, token) and not bucket:
-                    del index[key]
-            dropped += 1
-        return dropped
+        return drop_expired(self.left_expiry, self.left_index, self.row_key, now - self.gc_width,
+                            time_at=END, values_at=ROW)
 
     def adopt(self, tokens: list[Token]) -> None:
         """Store existing parent tokens (a new child of an existing node) and join them."""
