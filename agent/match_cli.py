@@ -121,40 +121,16 @@ def _slow_line(raw: bytes, line_no: int, last: int, errors: list[NTriplesError])
 _BACKWARDS = "timestamp {ts} is before the previous one ({last}); timestamps must not decrease"
 
 
-def feed(fh: Iterable[str], push, errors: list[NTriplesError], stream: str | None = None) -> int:
-    """Push every statement of a recorded stream into the engine; returns the last timestamp.
+def recorded_items(fh: Iterable[str], errors: list[NTriplesError]) -> Iterator[tuple[int, Triple]]:
+    """``(timestamp, triple)`` for each statement of a recorded stream; bad lines go to ``errors``.
 
     ``fh`` is text decoded with ``errors="surrogateescape"`` (see ``_open``). The usual line
     (ASCII, digits, a tab, a statement the N-Triples fast path accepts, time not going
-    back) is handled inline, without a generator: this loop is a third of a whole run.
-    Any other line goes back to bytes and to ``read_recorded`` (see ``_slow_line``), so
-    invalid UTF-8 and every other error is reported exactly as the shared reader does.
+    back) is handled here, without the shared reader's per-line checks: this loop is a
+    third of a whole run. Any other line goes back to bytes and to ``read_recorded`` (see
+    ``_slow_line``), so invalid UTF-8 and every other error is reported exactly as the
+    shared reader does.
     """
-    last = -1
-    for line_no, line in enumerate(fh, 1):
-        ts_text, tab, statement = line.partition("\t")
-        if tab and ts_text.isdigit() and line.isascii():
-            try:
-                triple = parse_line(statement)
-            except NTriplesError:
-                triple = None
-            if triple is not None:
-                ts = int(ts_text)
-                if ts >= last:
-                    last = ts
-                    push(triple, ts, stream)
-                else:
-                    errors.append(RecordedStreamError(line_no, 1, _BACKWARDS.format(ts=ts, last=last)))
-                continue
-        item = _slow_line(line.encode("utf-8", "surrogateescape"), line_no, last, errors)
-        if item is not None:
-            last = item[0]
-            push(item[1], last, stream)
-    return last
-
-
-def recorded_items(fh: Iterable[str], errors: list[NTriplesError]) -> Iterator[tuple[int, Triple]]:
-    """The same reading as ``feed``, as an iterator (for merging several streams)."""
     last = -1
     for line_no, line in enumerate(fh, 1):
         ts_text, tab, statement = line.partition("\t")
@@ -280,7 +256,8 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             _, name, fh = sources[0]
             own: list[NTriplesError] = []
             gc.freeze()  # what was loaded stays; the engine's tuples hold no cycles
-            feed(fh, push, own)
+            for ts, triple in recorded_items(fh, own):
+                push(triple, ts, None)
             stream_errors += [(name, e) for e in own]
         else:
             gc.freeze()
