@@ -66,7 +66,7 @@ class InputSettings:
 
     qos: int = 1
     max_message_bytes: int = 16384   # larger messages are counted as oversized and dropped
-    queue_max: int = 20000           # messages waiting for the engine thread; beyond: counted drop
+    queue_max: int = 20000           # messages queued behind other work; beyond: counted drop
     # Stream segment of the topic -> stream IRI the patterns name (without angle brackets).
     streams: dict[str, str] = field(default_factory=dict)
     # Rule for segments not in ``streams``; ``{stream}`` is the segment. null: such

@@ -1,11 +1,14 @@
 """Uplink: drains the outbox to the cloud broker, in order, paced, deleting only on PUBACK.
 
-One thread reads the outbox oldest-first and publishes with QoS 1 while the cloud link
-is up, keeping at most ``max_inflight`` events unacknowledged and at most
+Events are read from the outbox oldest-first and published with QoS 1 while the cloud
+link is up, keeping at most ``max_inflight`` events unacknowledged and at most
 ``max_rate_per_s`` publishes per second (so replay after an outage does not flood the
-broker). paho reports each PUBACK on its own thread with the message id; that thread
-only queues the id, and this thread maps it back to the outbox row and deletes it —
-taking our lock inside paho's callback could deadlock against ``publish``.
+broker). ``notify`` publishes new events at once from the thread that stored them when
+the uplink is free (the latency path: no thread hand-over); everything else (a backlog,
+a reconnect, a refusal, the PUBACKs) is the uplink thread's. One lock keeps the two from
+publishing at the same time. paho reports each PUBACK on its own thread with the message
+id; that thread only queues the id, and the uplink thread maps it back to the outbox row
+and deletes it — taking our lock inside paho's callback could deadlock against ``publish``.
 
 After a reconnect, paho itself re-sends what was in flight (same ids, DUP flag); new
 events wait until those are acknowledged, so the cloud sees them in their original
@@ -38,6 +41,8 @@ class Publisher(Protocol):
 class Uplink:
     """Publishes outbox events to ``topic``; counts forwarded events and bytes."""
 
+    ACK_BATCH_S = 0.05
+
     def __init__(self, outbox: Outbox, link: Publisher, topic: str, *, max_inflight: int,
                  max_rate_per_s: float, resend_after_s: float = 10.0) -> None:
         self.outbox = outbox
@@ -55,6 +60,7 @@ class Uplink:
         self._generation = outbox.generation
         self._acks: queue.SimpleQueue[tuple[int, int]] = queue.SimpleQueue()
         self._wake = threading.Event()
+        self._lock = threading.Lock()                # whoever publishes holds it
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._reconnected_at: float | None = None
@@ -67,13 +73,34 @@ class Uplink:
 
     # -- called from other threads ---------------------------------------------------------
     def notify(self) -> None:
-        """New events are in the outbox (engine thread) or the link came up (paho thread)."""
-        self._wake.set()
+        """New events are in the outbox: publish them from the caller's thread if the uplink is
+        free, else leave them to the uplink thread."""
+        if not self._lock.acquire(blocking=False):
+            self._wake.set()
+            return
+        try:
+            if self.link.connected.is_set() and not self._stop.is_set():
+                self._publish_some()
+                if self._next_wait < 0.5:   # paced or held back: the uplink thread goes on later
+                    self._wake.set()
+            else:
+                self._wake.set()
+        except Exception:  # the outbox still holds the events: the uplink thread retries
+            log.exception("uplink event=error action='left to the uplink thread'")
+            self._wake.set()
+        finally:
+            self._lock.release()
 
     def on_published(self, mid: int, reason_code: int) -> None:
-        """paho's PUBACK callback: hand the id over, nothing else."""
+        """paho's PUBACK callback: hand the id over, nothing else.
+
+        Acknowledgements are deleted in batches (the uplink thread looks every
+        ``ACK_BATCH_S`` while events are in flight, and at least every 0.5 s): waking it for
+        each one would make it compete for the GIL with the next event's fast path. It is
+        woken at once when the in-flight room runs low or the broker refused an event."""
         self._acks.put((mid, reason_code))
-        self._wake.set()
+        if reason_code >= 0x80 or len(self._inflight) * 2 >= self.max_inflight:
+            self._wake.set()
 
     def on_connected(self, session_present: bool) -> None:
         self._reconnected_at = time.monotonic()
@@ -108,21 +135,24 @@ class Uplink:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self._wake.wait(timeout=self._next_wait)
+            in_flight = bool(self._inflight)
+            self._wake.wait(timeout=min(self._next_wait, self.ACK_BATCH_S) if in_flight else self._next_wait)
             self._wake.clear()
             self._next_wait = 0.5
             try:
                 # New events first (latency), then the PUBACKs (deletes), then whatever the
                 # freed in-flight room allows.
-                if self.link.connected.is_set():
-                    self._publish_some()
-                self._process_acks()
-                if self.link.connected.is_set():
-                    self._publish_some()
+                with self._lock:
+                    if self.link.connected.is_set():
+                        self._publish_some()
+                    self._process_acks()
+                    if self.link.connected.is_set():
+                        self._publish_some()
             except Exception:  # keep the uplink alive: the outbox still holds everything
                 log.exception("uplink event=error action=retrying")
                 time.sleep(0.5)
-        self._process_acks()
+        with self._lock:
+            self._process_acks()
 
     def _process_acks(self) -> None:
         done: list[int] = []

@@ -4,8 +4,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from agent_harness import (EX, FIRE, INTRUSION, AgentProcess, CloudWatcher, Publisher, config_document,
-                           observation, push_config, wait_for)
+from agent_harness import (ALARM, EX, FIRE, INTRUSION, AgentProcess, CloudWatcher, Publisher, alarm,
+                           config_document, dedup, levels, observation, push_config, wait_for)
 
 
 @pytest.fixture
@@ -137,3 +137,25 @@ def test_config_sent_while_agent_was_away_arrives_through_its_persistent_session
         agent.stop()
         watcher.close()
         cloud.close()
+
+
+def test_configs_applied_mid_stream_keep_every_match_in_order(rig):
+    """A sensor message that arrives while a config is being applied waits its turn behind it:
+    the agent handles messages on the network thread when nothing is queued and queues them
+    otherwise, and neither path may let a message overtake an older one or lose one."""
+    agent, watcher, sensors, cloud = rig
+    push_config(cloud, 1, config_document(1, patterns={"alarm": ALARM}))
+    assert watcher.wait_ack(1)["status"] == "applied"
+    total, versions = 1500, range(2, 7)
+    for n in range(1, total + 1):
+        sensors.publish("ew/in/alarm/s1", alarm(n), wait=False)
+        if n % 250 == 0 and n // 250 + 1 in versions:       # a new threshold every 250 alarms
+            version = n // 250 + 1
+            push_config(cloud, version, config_document(version, patterns={"alarm": ALARM}, threshold=version))
+        if n % 50 == 0:
+            time.sleep(0.02)                                  # about 1,500 alarms/s, in bursts
+    for version in versions:
+        assert watcher.wait_ack(version)["status"] == "applied"
+    wait_for(lambda: len(dedup(watcher.matches("alarm"))) >= total, 60, f"all {total} alarm matches")
+    assert levels(dedup(watcher.matches("alarm"))) == list(range(1, total + 1))
+    assert agent.counters().get("queue_full", 0) == 0

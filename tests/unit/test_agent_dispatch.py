@@ -1,0 +1,45 @@
+"""The agent's work dispatch: a sensor message is handled on the network thread only when
+nothing older is queued, so no message overtakes another (see runtime.py)."""
+from __future__ import annotations
+
+from edgewave.agent.config import settings_from_dict
+from edgewave.agent.runtime import _CONFIG, _SENSOR, Agent
+
+
+def recording_agent() -> tuple[Agent, list]:
+    agent = Agent(settings_from_dict({}))
+    handled: list = []
+    agent._handle_sensor = lambda topic, payload, arrival_ms: handled.append(payload)
+    agent._handle_config = lambda payload: handled.append(payload)
+    return agent, handled
+
+
+def test_idle_agent_handles_a_message_at_once() -> None:
+    agent, handled = recording_agent()
+    agent._on_sensor_message("ew/in/alarm/s1", b"m1", False)
+    assert handled == [b"m1"] and agent._work.empty() and agent._backlog == 0
+
+
+def test_a_message_behind_queued_work_waits_for_it() -> None:
+    agent, handled = recording_agent()
+    agent._on_cloud_message(f"ew/{agent.gateway}/config", b"config", False)   # the engine thread's
+    agent._on_sensor_message("ew/in/alarm/s1", b"m1", False)                   # behind the config
+    assert handled == [] and agent._backlog == 2
+    agent._work_once(agent._work.get_nowait())                                 # the config is done ...
+    agent._on_sensor_message("ew/in/alarm/s1", b"m2", False)                   # ... but m1 is still queued
+    assert handled == [b"config"]
+    while not agent._work.empty():
+        agent._work_once(agent._work.get_nowait())
+    assert handled == [b"config", b"m1", b"m2"] and agent._backlog == 0
+    agent._on_sensor_message("ew/in/alarm/s1", b"m3", False)                   # nothing queued: at once
+    assert handled[-1] == b"m3" and agent._work.empty()
+
+
+def test_a_full_queue_drops_and_counts_without_blocking() -> None:
+    agent = Agent(settings_from_dict({"input": {"queue_max": 2}}))
+    agent._handle_config = lambda payload: None
+    agent._on_cloud_message(f"ew/{agent.gateway}/config", b"config", False)
+    for n in range(3):
+        agent._on_sensor_message("ew/in/alarm/s1", b"m%d" % n, False)
+    assert agent.counters["queue_full"] == 2 and agent._backlog == 2
+    assert [item[0] for item in list(agent._work.queue)] == [_CONFIG, _SENSOR]
