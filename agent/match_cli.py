@@ -33,10 +33,11 @@ import re
 import resource
 import sys
 import time
+from itertools import islice
 from typing import IO, Iterable, Iterator
 
 from edgewave.agent.engine import Engine, Match
-from edgewave.shared.ntriples import NTriplesError, parse_line, parse_lines
+from edgewave.shared.ntriples import NTriplesError, parse_line, parse_lines, recorded_line_parser
 from edgewave.shared.recorded import RecordedStreamError, read_recorded
 
 Triple = tuple[str, str, str]
@@ -54,6 +55,7 @@ _RDFLIB_FORMATS = {
 }
 _IRI_PREFIX = re.compile(r"^(<[^>]*>|[A-Za-z][A-Za-z0-9+.\-]*:[^=]*)=(.+)$")
 REPORT_FIRST = 10
+COLLECT_EVERY = 1_000_000  # streamed triples between two full cyclic collections (see main)
 BATCH = 512
 
 
@@ -132,18 +134,23 @@ def recorded_items(fh: Iterable[str], errors: list[NTriplesError]) -> Iterator[t
     shared reader does.
     """
     last = -1
+    fast = recorded_line_parser()
     for line_no, line in enumerate(fh, 1):
-        ts_text, tab, statement = line.partition("\t")
-        if tab and ts_text.isdigit() and line.isascii():
-            try:
-                triple = parse_line(statement)
-            except NTriplesError:
-                triple = None
-            if triple is not None:
-                ts = int(ts_text)
+        if line.isascii():
+            item = fast(line)
+            if item is None:
+                ts_text, tab, statement = line.partition("\t")
+                try:
+                    triple = parse_line(statement) if tab and ts_text.isdigit() else None
+                except NTriplesError:
+                    triple = None
+                if triple is not None:
+                    item = int(ts_text), triple
+            if item is not None:
+                ts = item[0]
                 if ts >= last:
                     last = ts
-                    yield ts, triple
+                    yield item
                 else:
                     errors.append(RecordedStreamError(line_no, 1, _BACKWARDS.format(ts=ts, last=last)))
                 continue
@@ -187,7 +194,9 @@ def _report_errors(label: str, errors: list[tuple[str, NTriplesError]], err: IO[
         print(f"edgewave match: {label} ... and {more} more", file=err)
 
 
-def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+def run(args: argparse.Namespace, out: IO[str], err: IO[str], hold: list | None = None) -> int:
+    """One `edgewave match` run; ``hold``, if given, receives the engine, so that the
+    caller decides when its millions of small objects are freed (see ``console``)."""
     started = time.perf_counter()
     static_errors: list[tuple[str, NTriplesError]] = []
     schema: list[Triple] = []
@@ -237,6 +246,8 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             buffer.clear()
 
     engine = Engine(schema=schema, entailment=not args.no_entailment, on_match=on_match)
+    if hold is not None:
+        hold.append(engine)
     for query in queries:
         try:
             engine.add_query(query)
@@ -251,18 +262,26 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     stream_errors: list[tuple[str, NTriplesError]] = []
     loaded = time.perf_counter()
     push = engine.push
+    pushed = 0
+    gc.freeze()  # what was loaded stays: the collections below need not walk it
     try:
         if len(sources) == 1 and sources[0][0] is None:
             _, name, fh = sources[0]
             own: list[NTriplesError] = []
-            gc.freeze()  # what was loaded stays; the engine's tuples hold no cycles
-            for ts, triple in recorded_items(fh, own):
-                push(triple, ts, None)
+            items = recorded_items(fh, own)
+            while True:
+                before = engine.triples_in
+                engine.push_many(islice(items, COLLECT_EVERY))
+                if engine.triples_in - before < COLLECT_EVERY:
+                    break  # the stream ended
+                gc.collect()
             stream_errors += [(name, e) for e in own]
         else:
-            gc.freeze()
             for ts, triple, stream in _merged(sources, stream_errors):
                 push(triple, ts, stream)
+                pushed += 1
+                if pushed % COLLECT_EVERY == 0:
+                    gc.collect()
     finally:
         for _, path, fh in sources:
             if path != "-":
@@ -312,23 +331,46 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, hold: list | None = None) -> int:
     args = build_parser().parse_args(argv)
-    # The engine allocates a tuple or two per triple and frees them a window later, none in
-    # a cycle: collecting generation 0 every 700 allocations would cost 20% of a run.
-    thresholds = gc.get_threshold()
-    gc.set_threshold(200_000, 50, 100)
+    # The engine allocates a few tuples per triple and frees them a window later, none in
+    # a cycle (nothing it builds refers back to itself), so reference counting frees them
+    # and the cyclic collector's automatic runs would only walk the live windows again and
+    # again: 10-20% of a run even with raised thresholds. It is off for the run, and one
+    # full collection every COLLECT_EVERY triples frees what cycles there are (a skipped
+    # malformed line keeps its exception's traceback, and that is a cycle). The
+    # endless-stream benchmark (bench_bsbm.py --memory) shows memory flat over 10 million.
+    enabled = gc.isenabled()
+    gc.disable()
     try:
-        return run(args, sys.stdout, sys.stderr)
+        return run(args, sys.stdout, sys.stderr, hold)
     except UsageError as exc:
         print(f"edgewave match: error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0
     finally:
-        gc.set_threshold(*thresholds)
         gc.unfreeze()
+        if enabled:
+            gc.enable()
+
+
+def console() -> None:
+    """The ``edgewave`` command: ``main``, then exit without freeing the engine.
+
+    A run ends holding millions of tuples (memories, tokens, interned terms); freeing them
+    one by one at interpreter exit takes a tenth of a run and serves nothing, so the
+    process flushes its output and leaves with ``os._exit``.
+    """
+    hold: list = []
+    code = main(hold=hold)
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        pass
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

@@ -104,7 +104,13 @@ _PN_CHARS_BASE = (
 )
 _PN_CHARS_U = _PN_CHARS_BASE + "_:"
 _PN_CHARS = _PN_CHARS_U + "\\-0-9\u00b7\u0300-\u036f\u203f-\u2040"
-_BNODE_RE = re.compile(f"_:[{_PN_CHARS_U}0-9](?:[{_PN_CHARS}.]*[{_PN_CHARS}])?")
+
+
+@lru_cache(maxsize=1)
+def _bnode_re() -> re.Pattern[str]:
+    """Compiled on first use: its Unicode ranges take 10 ms, and most streams have no blank node."""
+    return re.compile(f"_:[{_PN_CHARS_U}0-9](?:[{_PN_CHARS}.]*[{_PN_CHARS}])?")
+
 
 _WS_RE = re.compile(r"[ \t]*")
 _ESCAPE_RE = re.compile(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.))", re.DOTALL)
@@ -306,7 +312,7 @@ def _string_error(line: str, pos: int, line_no: int) -> NTriplesError:
 
 
 def _blank(line: str, pos: int, line_no: int) -> tuple[str, int]:
-    m = _BNODE_RE.match(line, pos)
+    m = _bnode_re().match(line, pos)
     if m is None:
         raise NTriplesError(
             line_no, pos + 1, "bad blank node: expected '_:' and a label starting with a letter, digit or '_'"
@@ -509,6 +515,53 @@ def _fast_path(line: str) -> Triple | None:
     return None
 
 
+def recorded_line_parser() -> Callable[[str], tuple[int, Triple] | None]:
+    """A parser for the common line of one recorded stream, ``<ms>\t<s> <p> <o> .``.
+
+    It returns ``(timestamp, triple)``, or None, meaning: ask the full reader (which also
+    reports the error). Consecutive lines of a recorded stream usually share their
+    timestamp and subject (the triples of one observation arrive together), so the
+    parser remembers the previous line's head, ``<ms>\t<s>``, and reads it only when it
+    changes.
+    """
+    last_head = None
+    last_ts = 0
+    last_s = ""
+    subjects = _subjects
+    predicates = _predicates
+    objects = _objects
+
+    def parse(line: str) -> tuple[int, Triple] | None:
+        nonlocal last_head, last_ts, last_s
+        parts = line.split(" ", 3)
+        if len(parts) != 4:
+            return None
+        head, p, o, dot = parts
+        if head == last_head:
+            ts = last_ts
+            s = last_s
+        else:
+            ts_text, tab, s = head.partition("\t")
+            if not tab or not ts_text.isdigit():
+                return None
+            s = subjects.get(s) or _learn(subjects, s, _subject_token, _CANONICAL_SUBJECT)
+            if not s:
+                return None
+            ts = int(ts_text)
+            last_head, last_ts, last_s = head, ts, s
+        if dot != ".\n" and dot != ".":
+            o, _, dot = f"{o} {dot}".rpartition(" ")
+            if dot != ".\n" and dot != "." and dot != ".\r\n":
+                return None
+        p = predicates.get(p) or _learn(predicates, p, _predicate_token, _CANONICAL_SUBJECT)
+        o = objects.get(o) or _learn(objects, o, _object_token, _CANONICAL_OBJECT)
+        if p and o:
+            return ts, (s, p, o)
+        return None
+
+    return parse
+
+
 # --------------------------------------------------------------------------------------
 # Public API
 # --------------------------------------------------------------------------------------
@@ -661,6 +714,6 @@ def make_literal(value: str, datatype: str | None = None, lang: str | None = Non
 def make_blank(label: str) -> str:
     """The blank node term ``_:label``."""
     term = "_:" + label
-    if not _BNODE_RE.fullmatch(term):
+    if not _bnode_re().fullmatch(term):
         raise ValueError(f"bad blank node label: {label!r}")
     return _intern(term)

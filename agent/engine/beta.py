@@ -34,6 +34,15 @@ is ever scanned. A token is stored by a node only if the node has children. ``le
 lists the stored streamed tokens in creation order; a token is dropped once
 ``end + width < now`` (then ``start + width < now`` too, so no child could use it).
 Logically, expiry never matters for correctness: every join checks the interval.
+
+Stars (a run of patterns joined on one variable from the root, ``?o a :Offer . ?o :price
+?p . ?o :vendor ?v``, the usual shape of an observation or an offer) keep no tokens: their
+alpha memories are already indexed by that variable, so a node on such a run is *virtual*:
+its parent's tokens for a key are recomputed from those memories when an entry arrives
+(``tokens_for``) instead of being stored and expired level by level. An entry that no
+child could use yet (the next pattern's memory has nothing for its key) costs one dict
+lookup. Only uniform nodes are virtual, and only from the root down, so every token is
+still the same linked tuple, built at most once per match and never stored for nothing.
 """
 from __future__ import annotations
 
@@ -59,6 +68,7 @@ class JoinNode:
         "ident", "parent", "alpha", "depth", "row_key", "new_n", "new_get", "filters",
         "uniform", "width", "level_width", "parent_uniform", "prefix_width", "gc_width",
         "left_index", "left_expiry", "children", "productions", "users", "only_child",
+        "virtual", "star_slot", "star_path", "star_levels", "quiet", "quiet_index",
     )
 
     def __init__(
@@ -97,16 +107,48 @@ class JoinNode:
         self.productions: list[Production] = []
         self.users: dict[str, int] = {}  # query name -> the width this node uses for it
         self.only_child: JoinNode | None = None  # set by refresh() when the fast path applies
+        # Stars (module docstring): ``virtual`` nodes recompute their parent's tokens;
+        # ``star_slot`` is the row slot whose value keys this node's alpha memory when its
+        # own tokens can be recomputed that way (None otherwise).
+        self.virtual = False
+        self.star_slot: int | None = None
+        self.star_path: tuple[JoinNode, ...] = ()  # root .. self, where star_slot is set
+        if uniform:
+            if parent is None:
+                self.star_slot = 0 if self.new_n else None
+            elif parent.star_slot is not None and row_key.__class__ is int and row_key == parent.star_slot:
+                self.virtual = True
+                self.star_slot = row_key
+        if self.star_slot is not None:
+            self.star_path = (*(parent.star_path if parent is not None else ()), self)
+        self.star_levels: tuple = ()  # set by refresh(): what tokens_for reads of each level
+        self.quiet: tuple[dict, ...] | None = None  # set by refresh()
+        self.quiet_index: dict | None = None
 
     def refresh(self) -> None:
         """Recompute what the hot path precomputes (after the network changed)."""
-        fast = self.uniform and len(self.children) == 1 and not self.productions and not self.filters
+        fast = (self.uniform and len(self.children) == 1 and not self.productions and not self.filters
+                and not self.children[0].virtual)
         self.only_child = self.children[0] if fast else None
+        # Nothing needs this node's tokens unless a production or a storing child does, or a
+        # virtual child already holds an entry for the key (see right()).
+        lazy = self.children and not self.productions and all(c.virtual for c in self.children)
+        self.quiet = tuple(c.alpha.index for c in self.children) if lazy else None
+        # The usual star level: one virtual child; Engine.push tests it before calling.
+        self.quiet_index = self.quiet[0] if self.quiet is not None and len(self.quiet) == 1 else None
+        self.star_levels = tuple((n.alpha.index, n.new_n, n.new_get, n.filters, n.width) for n in self.star_path)
 
     # -- activation ---------------------------------------------------------------------
 
     def right(self, entry: Entry, key: Any) -> None:
         """A new entry in the alpha memory: join it with every parent token of its key."""
+        quiet = self.quiet
+        if quiet is not None:
+            for index in quiet:
+                if key in index:
+                    break
+            else:
+                return
         ts = entry[1]
         n = self.new_n
         if n == 1:
@@ -124,7 +166,7 @@ class JoinNode:
             else:
                 self.emit((add, None, entry, NO_START, NO_END) if self.uniform else (add, None, entry, NO_START, NO_END, NO_DEADLINE))
             return
-        bucket = self.left_index.get(key)
+        bucket = self.parent.tokens_for(key, entry) if self.virtual else self.left_index.get(key)
         if not bucket:
             return
         if not self.uniform:
@@ -194,7 +236,6 @@ class JoinNode:
             return
         n = self.new_n
         get = self.new_get
-        prow = parent[0]
         if not self.uniform:
             for entry in bucket:
                 values = entry[2]
@@ -203,32 +244,8 @@ class JoinNode:
                 if token is not None:
                     self.emit(token)
             return
-        filters = self.filters
-        width = self.width
-        pstart = parent[3]
-        pend = parent[4]
-        for entry in bucket:
-            ts = entry[1]
-            start = pstart
-            end = pend
-            if ts >= 0:
-                if ts < start:
-                    start = ts
-                if ts > end:
-                    end = ts
-            if end - start > width:
-                continue
-            if n == 1:
-                row = prow + (entry[2][get],)
-            elif n == 0:
-                row = prow
-            else:
-                row = prow + get(entry[2])
-            for test in filters:
-                if not test(row):
-                    break
-            else:
-                self.emit((row, parent, entry, start, end))
+        for token in extend((parent,), bucket, n, get, self.filters, self.width, None):
+            self.emit(token)
 
     def _layered(self, parent: Token, entry: Entry, add: tuple) -> Token | None:
         """Extend a token in a chain over several windows (see the module docstring)."""
@@ -263,6 +280,10 @@ class JoinNode:
                 key = token[0][reader]
             else:
                 key = reader(token[0])
+            if child.virtual:  # recomputed when needed, never stored
+                if key in child.alpha.index:
+                    child.left(token, key)
+                continue
             index = child.left_index
             bucket = index.get(key)
             if bucket is None:
@@ -276,6 +297,76 @@ class JoinNode:
         for production in self.productions:
             production.fire(token)
 
+    def tokens_for(self, key: Any, exclude: Entry | None) -> list[Token]:
+        """This node's tokens whose star variable is ``key``, recomputed from the alpha
+        memories up to the root (only where ``star_slot`` is set). ``exclude`` is the entry
+        being right-activated below: a combination using it higher up is made by that
+        higher level's own activation, so leaving it out here makes every match once."""
+        levels = self.star_levels
+        buckets = []
+        for level in levels:  # every level must have something for the key
+            bucket = level[0].get(key)
+            if not bucket:
+                return []
+            buckets.append(bucket)
+        _, n, get, filters, _ = levels[0]
+        tokens: list[Token] = []
+        for entry in buckets[0]:
+            if entry is exclude:
+                continue
+            values = entry[2]
+            row = (values[get],) if n == 1 else (get(values) if n else ())
+            for test in filters:
+                if not test(row):
+                    break
+            else:
+                ts = entry[1]
+                tokens.append((row, None, entry, ts, ts) if ts >= 0 else (row, None, entry, NO_START, NO_END))
+        for (_, n, get, filters, width), bucket in zip(levels[1:], buckets[1:]):
+            if len(tokens) == 1 and len(bucket) == 1:  # the usual star: one triple a level
+                parent = tokens[0]
+                entry = bucket[0]
+                if entry is exclude:
+                    return []
+                start = parent[3]
+                end = parent[4]
+                ts = entry[1]
+                if ts >= 0:
+                    if ts < start:
+                        start = ts
+                    if ts > end:
+                        end = ts
+                if end - start > width:
+                    return []
+                if n == 1:
+                    row = parent[0] + (entry[2][get],)
+                elif n == 0:
+                    row = parent[0]
+                else:
+                    row = parent[0] + get(entry[2])
+                for test in filters:
+                    if not test(row):
+                        return []
+                tokens = [(row, parent, entry, start, end)]
+                continue
+            out = extend(tokens, bucket, n, get, filters, width, exclude)
+            if not out:
+                return out
+            tokens = out
+        return tokens
+
+    def current_tokens(self, skip: set[int]) -> list[Token] | None:
+        """This node's tokens now, for a new child (``skip``: ids of new children): those
+        an existing storing child holds, or recomputed for a star; None if neither."""
+        for child in self.children:
+            if id(child) not in skip and not child.virtual:
+                return child.stored_tokens()
+        if self.star_slot is None:
+            return None
+        tokens = [t for key in list(self.alpha.index) for t in self.tokens_for(key, None)]
+        tokens.sort(key=lambda t: t[4])  # static-only first (end -1), then by time, as stored
+        return tokens
+
     # -- maintenance (not per triple) ---------------------------------------------------
 
     def expire(self, now: int) -> int:
@@ -285,6 +376,10 @@ class JoinNode:
 
     def adopt(self, tokens: list[Token]) -> None:
         """Store existing parent tokens (a new child of an existing node) and join them."""
+        if self.virtual:
+            for token in tokens:
+                self.left(token, read_key(self.row_key, token[0]))
+            return
         for token in tokens:
             key = read_key(self.row_key, token[0])
             self.left_index.setdefault(key, []).append(token)
@@ -320,6 +415,45 @@ class JoinNode:
 
     def __repr__(self) -> str:
         return f"JoinNode(depth={self.depth}, users={sorted(self.users)}, alpha={self.alpha!r})"
+
+
+def extend(
+    parents: Sequence[Token], bucket: list[Entry], n: int, get: Any, filters: Sequence[Callable],
+    width: int, exclude: Entry | None,
+) -> list[Token]:
+    """Join uniform tokens with alpha entries of their key: every pair whose interval fits
+    ``width`` and passes ``filters`` (``n``/``get``: how the level reads its new values;
+    ``exclude``: an entry to leave out, see ``JoinNode.tokens_for``)."""
+    out: list[Token] = []
+    for parent in parents:
+        prow = parent[0]
+        pstart = parent[3]
+        pend = parent[4]
+        for entry in bucket:
+            if entry is exclude:
+                continue
+            ts = entry[1]
+            start = pstart
+            end = pend
+            if ts >= 0:
+                if ts < start:
+                    start = ts
+                if ts > end:
+                    end = ts
+            if end - start > width:
+                continue
+            if n == 1:
+                row = prow + (entry[2][get],)
+            elif n == 0:
+                row = prow
+            else:
+                row = prow + get(entry[2])
+            for test in filters:
+                if not test(row):
+                    break
+            else:
+                out.append((row, parent, entry, start, end))
+    return out
 
 
 class Production:
@@ -368,11 +502,5 @@ class Production:
             bindings = {self.names[0]: row[get]}
         else:
             bindings = dict(zip(self.names, get(row)))
-        triples = []
-        while token is not None:
-            entry = token[2]
-            triples.append((entry[0], entry[1]))
-            token = token[1]
-        triples.reverse()
         self.count += 1
-        self.deliver(Match(self.name, bindings, start, end, tuple(triples)))
+        self.deliver(Match(self.name, bindings, start, end, token))

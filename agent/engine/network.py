@@ -193,11 +193,14 @@ class Network:
 
     # -- building -----------------------------------------------------------------------
 
-    def _alpha(self, step: Step, created: list[AlphaMemory]) -> AlphaMemory:
-        key = (step.scope, step.shape.key, step.key_positions)
+    def _alpha(self, step: Step, created: list[AlphaMemory], root: bool) -> AlphaMemory:
+        # A root's memory is indexed by its first variable, the star variable when the
+        # next patterns join on it (see JoinNode.star_slot).
+        positions = step.new_positions[:1] if root else step.key_positions
+        key = (step.scope, step.shape.key, positions)
         memory = self.alphas.get(key)
         if memory is None:
-            memory = self.alphas[key] = AlphaMemory(step.scope, step.shape, step.key_positions)
+            memory = self.alphas[key] = AlphaMemory(step.scope, step.shape, positions)
             created.append(memory)
         return memory
 
@@ -214,7 +217,7 @@ class Network:
             ident = (parent.ident if parent is not None else None, *step.ident_part)
             node = self.nodes.get(ident)
             if node is None:
-                alpha = self._alpha(step, new_alphas)
+                alpha = self._alpha(step, new_alphas, parent is None)
                 node = JoinNode(
                     ident,
                     parent,

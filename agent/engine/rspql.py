@@ -46,6 +46,7 @@ import re
 import sys
 from bisect import bisect_right
 from decimal import Decimal, ROUND_HALF_UP
+from functools import lru_cache
 from typing import NamedTuple
 from urllib.parse import urljoin
 
@@ -62,42 +63,54 @@ _SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
 
 # --------------------------------------------------------------------------- lexer
 
-_PN_CHARS_BASE = (
-    "A-Za-z\u00C0-\u00D6\u00D8-\u00F6\u00F8-\u02FF\u0370-\u037D\u037F-\u1FFF\u200C-\u200D"
+_PN_CHARS_BASE_ASCII = "A-Za-z"
+_PN_CHARS_BASE_UNICODE = (
+    "\u00C0-\u00D6\u00D8-\u00F6\u00F8-\u02FF\u0370-\u037D\u037F-\u1FFF\u200C-\u200D"
     "\u2070-\u218F\u2C00-\u2FEF\u3001-\uD7FF\uF900-\uFDCF\uFDF0-\uFFFD\U00010000-\U000EFFFF"
 )
-_PN_CHARS_U = _PN_CHARS_BASE + "_"
-_PN_CHARS = _PN_CHARS_U + r"\-0-9\u00B7\u0300-\u036F\u203F-\u2040"
+_PN_CHARS_EXTRA_UNICODE = "\u00B7\u0300-\u036F\u203F-\u2040"
 _PLX = r"%[0-9A-Fa-f]{2}|\\[_~.\-!$&'()*+,;=/?#@%]"
-_PN_PREFIX = f"[{_PN_CHARS_BASE}](?:[{_PN_CHARS}.]*[{_PN_CHARS}])?"
-_PN_LOCAL = f"(?:[{_PN_CHARS_U}:0-9]|{_PLX})(?:(?:[{_PN_CHARS}.:]|{_PLX})*(?:[{_PN_CHARS}:]|{_PLX}))?"
-_VARNAME = f"[{_PN_CHARS_U}0-9][{_PN_CHARS_U}0-9\u00B7\u0300-\u036F\u203F-\u2040]*"
 _ECHAR = r"\\[tbnrf\\\"']"
 _UCHAR = r"\\u[0-9A-Fa-f]{4}|\\U[0-9A-Fa-f]{8}"
 
-_TOKEN_RE = re.compile(
-    "|".join(
-        f"(?P<{name}>{pattern})"
-        for name, pattern in [
-            ("IRI", r"<(?:[^<>\"{}|^`\\\x00-\x20]|" + _UCHAR + r")*>"),
-            ("QOPEN", r"<<"),
-            ("QCLOSE", r">>"),
-            ("LONG", r"'''(?:(?:'|'')?(?:[^'\\]|" + _ECHAR + "|" + _UCHAR + r"))*'''"
-                     r'|"""(?:(?:"|"")?(?:[^"\\]|' + _ECHAR + "|" + _UCHAR + r'))*"""'),
-            ("STRING", r"'(?:[^'\\\n\r]|" + _ECHAR + "|" + _UCHAR + r")*'"
-                       r'|"(?:[^"\\\n\r]|' + _ECHAR + "|" + _UCHAR + r')*"'),
-            ("VAR", r"[?$]" + _VARNAME),
-            ("BNODE", f"_:[{_PN_CHARS_U}0-9](?:[{_PN_CHARS}.]*[{_PN_CHARS}])?"),
-            ("PNAME", f"(?:{_PN_PREFIX})?:(?:{_PN_LOCAL})?"),
-            ("DOUBLE", r"(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)[eE][+-]?[0-9]+"),
-            ("DECIMAL", r"[0-9]*\.[0-9]+"),
-            ("INTEGER", r"[0-9]+"),
-            ("LANGTAG", r"@[a-zA-Z]+(?:-[a-zA-Z0-9]+)*"),
-            ("NAME", r"[A-Za-z_][A-Za-z0-9_]*"),
-            ("PUNCT", r"\^\^|&&|\{\||\|\}|\|\||!=|<=|>=|[{}()\[\].;,*=<>!+\-/]"),
-        ]
+
+@lru_cache(maxsize=2)
+def _token_re(unicode: bool) -> re.Pattern[str]:
+    """The lexer's one regex. The SPARQL name characters include large Unicode ranges
+    whose compilation is a tenth of a second (most of a short run's start-up); an ASCII
+    query text is lexed with them left out, which matches exactly the same on ASCII."""
+    base = _PN_CHARS_BASE_ASCII + (_PN_CHARS_BASE_UNICODE if unicode else "")
+    extra = _PN_CHARS_EXTRA_UNICODE if unicode else ""
+    pn_chars_u = base + "_"
+    pn_chars = pn_chars_u + r"\-0-9" + extra
+    pn_prefix = f"[{base}](?:[{pn_chars}.]*[{pn_chars}])?"
+    pn_local = f"(?:[{pn_chars_u}:0-9]|{_PLX})(?:(?:[{pn_chars}.:]|{_PLX})*(?:[{pn_chars}:]|{_PLX}))?"
+    varname = f"[{pn_chars_u}0-9][{pn_chars_u}0-9{extra}]*"
+    return re.compile(
+        "|".join(
+            f"(?P<{name}>{pattern})"
+            for name, pattern in [
+                ("IRI", r"<(?:[^<>\"{}|^`\\\x00-\x20]|" + _UCHAR + r")*>"),
+                ("QOPEN", r"<<"),
+                ("QCLOSE", r">>"),
+                ("LONG", r"'''(?:(?:'|'')?(?:[^'\\]|" + _ECHAR + "|" + _UCHAR + r"))*'''"
+                         r'|"""(?:(?:"|"")?(?:[^"\\]|' + _ECHAR + "|" + _UCHAR + r'))*"""'),
+                ("STRING", r"'(?:[^'\\\n\r]|" + _ECHAR + "|" + _UCHAR + r")*'"
+                           r'|"(?:[^"\\\n\r]|' + _ECHAR + "|" + _UCHAR + r')*"'),
+                ("VAR", r"[?$]" + varname),
+                ("BNODE", f"_:[{pn_chars_u}0-9](?:[{pn_chars}.]*[{pn_chars}])?"),
+                ("PNAME", f"(?:{pn_prefix})?:(?:{pn_local})?"),
+                ("DOUBLE", r"(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)[eE][+-]?[0-9]+"),
+                ("DECIMAL", r"[0-9]*\.[0-9]+"),
+                ("INTEGER", r"[0-9]+"),
+                ("LANGTAG", r"@[a-zA-Z]+(?:-[a-zA-Z0-9]+)*"),
+                ("NAME", r"[A-Za-z_][A-Za-z0-9_]*"),
+                ("PUNCT", r"\^\^|&&|\{\||\|\}|\|\||!=|<=|>=|[{}()\[\].;,*=<>!+\-/]"),
+            ]
+        )
     )
-)
+
+
 _SKIP_RE = re.compile(r"(?:\s+|#[^\n]*)*")
 _DURATION_WORD_RE = re.compile(r"[A-Za-z0-9.]+")
 
@@ -128,6 +141,7 @@ class _Lexer:
         self.text = text
         self.pos = 0
         self._peeked: _Token | None = None
+        self._token_re = _token_re(not text.isascii())
         self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
 
     def location(self, pos: int) -> tuple[int, int]:
@@ -149,7 +163,7 @@ class _Lexer:
         if pos >= len(self.text):
             self.pos = pos
             return _Token("EOF", "", pos, pos)
-        m = _TOKEN_RE.match(self.text, pos)
+        m = self._token_re.match(self.text, pos)
         if m is None:
             char = self.text[pos]
             line, column = self.location(pos)

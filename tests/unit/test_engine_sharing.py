@@ -170,3 +170,42 @@ def test_a_new_memory_is_filled_from_an_equal_one_keyed_differently():
     )))
     engine.push(('"5"', ex("is"), ex("cheap")), 20)
     assert [(m.pattern, m.bindings["o"]) for m in out] == [("by_price", ex("o1"))]
+
+
+def test_a_star_keeps_no_tokens_and_still_makes_every_match_once():
+    """Patterns joined on one variable from the first one (a star) recompute their partial
+    matches from the alpha memories; a memory used at two levels must not double them."""
+    out: list = []
+    engine = Engine(on_match=out.append)
+    engine.add_query("""
+        PREFIX ex: <http://ex.org/>
+        REGISTER RSTREAM <q> AS SELECT ?a ?b ?c
+        FROM NAMED WINDOW <w> ON <http://ex.org/s> [RANGE PT1S STEP PT1S]
+        WHERE { WINDOW <w> { ?o ex:p ?a . ?o ex:p ?b . ?o ex:q ?c } }
+    """)
+    engine.push((ex("o"), ex("p"), '"1"'), 1)
+    engine.push((ex("o"), ex("q"), '"x"'), 2)
+    engine.push((ex("o"), ex("p"), '"2"'), 3)
+    engine.push((ex("o"), ex("p"), '"3"'), 1500)  # more than 1 s after "1" and "x"
+    assert engine.stats()["tokens"] == 0
+    assert sorted((m.bindings["a"], m.bindings["b"], m.start, m.end) for m in out) == [
+        ('"1"', '"1"', 1, 2), ('"1"', '"2"', 1, 3), ('"2"', '"1"', 1, 3), ('"2"', '"2"', 2, 3),
+    ]
+    assert [t for t, _ in out[0].triples] == [(ex("o"), ex("p"), '"1"'), (ex("o"), ex("p"), '"1"'),
+                                             (ex("o"), ex("q"), '"x"')]
+
+
+def test_a_star_below_a_stored_join_and_a_join_below_a_star_agree_with_the_plain_chain():
+    """The star's last level hands complete tokens to an ordinary (storing) join node."""
+    out: list = []
+    engine = Engine(on_match=out.append)
+    engine.add_query(offer_query("q", 1000, extra=TriplePattern("?v", ex("country"), "?c", "<w>")))
+    engine.push((ex("v"), ex("country"), ex("DE")), 0)  # before the offers: joined from the left
+    push_offer(engine, 1, 10, 20, 30)
+    push_offer(engine, 2, 40, 50, 60)
+    engine.push((ex("v"), ex("country"), ex("FR")), 70)  # after: joined from the right, both offers
+    engine.push((ex("w"), ex("country"), ex("IT")), 80)  # another vendor: nothing
+    assert [(m.bindings["o"], m.bindings["c"]) for m in out] == [
+        (ex("o1"), ex("DE")), (ex("o2"), ex("DE")), (ex("o1"), ex("FR")), (ex("o2"), ex("FR")),
+    ]
+    assert engine.stats()["tokens"] == 2  # the two complete offers, stored by the country join

@@ -647,3 +647,24 @@ def test_rdflib_reads_our_statements_as_we_do(triple) -> None:
     bnodes = BlankNodeMap()
     assert all(same_term(t, o, bnodes) for t, o in zip(theirs, triple)), (theirs, triple)
     assert parse_line(text) == triple
+
+
+def test_recorded_line_parser_reads_the_common_line_and_declines_the_rest():
+    from edgewave.shared.ntriples import recorded_line_parser
+
+    parse = recorded_line_parser()
+    a = parse('5\t<http://ex.org/o1> <http://ex.org/p> "a b c"^^<http://ex.org/T> .\n')
+    b = parse("5\t<http://ex.org/o1> <http://ex.org/q> <http://ex.org/x> .\r\n")  # same head
+    c = parse("7\t<http://ex.org/o2> <http://ex.org/q> <http://ex.org/x> .")  # a new head
+    assert a == (5, ("<http://ex.org/o1>", "<http://ex.org/p>", '"a b c"^^<http://ex.org/T>'))
+    assert b == (5, ("<http://ex.org/o1>", "<http://ex.org/q>", "<http://ex.org/x>"))
+    assert c == (7, ("<http://ex.org/o2>", "<http://ex.org/q>", "<http://ex.org/x>"))
+    for line in (
+        "x7\t<http://ex.org/o2> <http://ex.org/q> <http://ex.org/x> .\n",  # not a timestamp
+        "7 <http://ex.org/o2> <http://ex.org/q> <http://ex.org/x> .\n",  # no tab
+        "7\t<http://ex.org/o2> <http://ex.org/q> <http://ex.org/x>\n",  # no dot
+        "7\t<o2> <http://ex.org/q> <http://ex.org/x> .\n",  # relative IRI
+    ):
+        assert parse(line) is None, line
+    # A token with an escape is decoded to its canonical term, as parse_line does.
+    assert parse('7\t<http://ex.org/o2> <http://ex.org/q> "\\u00e9" .\n')[1][2] == '"\u00e9"'
