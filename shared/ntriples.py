@@ -549,6 +549,8 @@ def recorded_line_parser() -> Callable[[str], tuple[int, Triple] | None]:
                 return None
             ts = int(ts_text)
             last_head, last_ts, last_s = head, ts, s
+        # From here on this is _fast_path's tail, written out (it runs once per line);
+        # keep the two in step.
         if dot != ".\n" and dot != ".":
             o, _, dot = f"{o} {dot}".rpartition(" ")
             if dot != ".\n" and dot != "." and dot != ".\r\n":

@@ -323,7 +323,9 @@ class JoinNode:
                 ts = entry[1]
                 tokens.append((row, None, entry, ts, ts) if ts >= 0 else (row, None, entry, NO_START, NO_END))
         for (_, n, get, filters, width), bucket in zip(levels[1:], buckets[1:]):
-            if len(tokens) == 1 and len(bucket) == 1:  # the usual star: one triple a level
+            # The usual star, one triple a level: ``extend`` written out for one pair, as
+            # right() does. Calling extend() here costs 2.6 % of a BSBM run (callgrind).
+            if len(tokens) == 1 and len(bucket) == 1:
                 parent = tokens[0]
                 entry = bucket[0]
                 if entry is exclude:
