@@ -1,14 +1,16 @@
 """One MQTT 5 connection (paho-mqtt 2.x) that keeps itself connected.
 
-paho runs the socket in its own thread (``loop_start``) and reconnects by itself; this
-class adds what a gateway needs around it: credentials and TLS from the YAML, a
-persistent session where asked (clean_start=False plus a session expiry, so retained
-config and queued messages survive an outage), subscriptions renewed on every
-connect, a Last Will, and reconnect delays that grow exponentially with full jitter
-(a fleet of gateways that lost the same broker must not come back in lock-step).
+paho's socket is run by the agent's ``NetworkLoop`` (one thread for every link, see
+network_loop.py), not by a paho thread of its own; this class adds what a gateway needs
+around it: credentials and TLS from the YAML, a persistent session where asked
+(clean_start=False plus a session expiry, so retained config and queued messages survive
+an outage), subscriptions renewed on every connect, a Last Will, and reconnect delays
+that grow exponentially with full jitter (a fleet of gateways that lost the same broker
+must not come back in lock-step).
 
 The ``on_*`` callbacks (constructor arguments, or attributes set before ``start``) run on
-paho's thread: they must only hand work over (queue, event), never call into the engine.
+the loop thread. ``publish`` may be called from any thread; a thread holding a lock the
+loop thread may wait for must use ``publish_soon``.
 """
 from __future__ import annotations
 
@@ -16,7 +18,9 @@ import logging
 import random
 import ssl
 import threading
+import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 import paho.mqtt.client as mqtt
@@ -25,6 +29,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from edgewave.agent.config import BrokerSettings, ReconnectSettings
+from edgewave.agent.network_loop import NetworkLoop
 
 log = logging.getLogger("edgewave.agent.mqtt")
 
@@ -68,7 +73,7 @@ class MqttLink:
                  on_connected: Callable[[bool], None] | None = None,
                  on_disconnected: Callable[[], None] | None = None,
                  on_published: Callable[[int, int], None] | None = None,
-                 max_inflight: int = 100) -> None:
+                 max_inflight: int = 100, loop: NetworkLoop | None = None) -> None:
         self.name = name
         self.broker = broker
         self.persistent = persistent
@@ -79,7 +84,10 @@ class MqttLink:
         self.on_disconnected = on_disconnected
         self.on_published = on_published
         self._backoff = Backoff(reconnect.min_delay_s, reconnect.max_delay_s)
+        self.loop = loop or NetworkLoop(f"mqtt-{name}")
         self._started = False
+        self._next_attempt: float | None = None    # monotonic time of the next connect attempt
+        self._attempting = False                    # a connect attempt runs on its own thread
         self.connects = 0
 
         client = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2,
@@ -96,13 +104,11 @@ class MqttLink:
         client.max_inflight_messages_set(max_inflight)
         client.max_queued_messages_set(0)
         client.on_connect = self._handle_connect
-        client.on_connect_fail = self._handle_connect_fail
         client.on_disconnect = self._handle_disconnect
         client.on_message = self._handle_message
         client.on_publish = self._handle_publish
         client.on_subscribe = self._handle_subscribe
         self.client = client
-        self._set_next_delay()
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -116,42 +122,107 @@ class MqttLink:
         self.client.connect_async(self.broker.host, self.broker.port, keepalive=self.broker.keepalive_s,
                                   clean_start=not self.persistent, properties=properties)
         self._started = True
-        self.client.loop_start()
+        self._next_attempt = 0.0
+        self.loop.add(self)
 
-    def stop(self) -> None:
-        """Disconnect cleanly (no Last Will) and stop paho's thread."""
+    def stop(self, timeout: float = 2.0) -> None:
+        """Disconnect cleanly (no Last Will) and leave the loop."""
         if not self._started:
             return
-        self._started = False
-        try:
-            self.client.disconnect()
-        except Exception:  # already gone; the loop still has to stop
-            pass
-        self.client.loop_stop()
+
+        def disconnect() -> None:
+            self._started = False
+            self._next_attempt = None
+            if self.client.socket() is not None and not self._attempting:
+                self.client.disconnect()    # written at once; the broker then closes the socket
+
+        self.loop.call(disconnect)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.loop.call(self.client.socket) is not None:
+            time.sleep(0.01)
+        sock = self.loop.call(self.client.socket)
+        self.loop.remove(self)
+        if sock is not None:
+            sock.close()
         self.connected.clear()
         log.info("mqtt link=%s event=stopped", self.name)
 
     def publish(self, topic: str, payload: bytes, qos: int = 1, retain: bool = False) -> mqtt.MQTTMessageInfo:
-        return self.client.publish(topic, payload, qos=qos, retain=retain)
+        """Publish (on the loop thread, waiting for it when called from another one)."""
+        return self.loop.call(partial(self._publish_here, topic, payload, qos, retain))
+
+    def publish_soon(self, topic: str, payload: bytes, qos: int = 1, retain: bool = False) -> None:
+        """Publish without waiting: for threads that hold a lock the loop thread may need."""
+        self.loop.call_soon(partial(self._publish_here, topic, payload, qos, retain))
+
+    def call(self, fn: Callable[[], object]) -> object:
+        """Run ``fn`` on the thread that runs this link's socket, and return its result."""
+        return self.loop.call(fn)
+
+    def on_loop_thread(self) -> bool:
+        """True on the thread that runs this link's socket (a publish there is written at once)."""
+        return self.loop.in_loop()
 
     def wait_connected(self, timeout: float) -> bool:
         return self.connected.wait(timeout)
 
-    # -- paho callbacks (paho's thread) ----------------------------------------------------
-    def _set_next_delay(self, client: mqtt.Client | None = None) -> float:
-        # paho doubles from min_delay itself; we hand it our jittered delay as both bounds,
-        # which also resets paho's own doubling, so the delay sequence is ours.
+    def _publish_here(self, topic: str, payload: bytes, qos: int, retain: bool) -> mqtt.MQTTMessageInfo:
+        if self._attempting:
+            # paho is being reconnected on the connect thread; the caller's data stays where
+            # it came from (outbox, next status) and is published after the reconnect.
+            raise ConnectionError(f"mqtt link {self.name} is reconnecting")
+        return self.client.publish(topic, payload, qos=qos, retain=retain)
+
+    # -- called by the loop (its thread) ---------------------------------------------------
+    def due(self, now: float) -> float | None:
+        """When to try connecting next; None while connected, attempting or stopped."""
+        return self._next_attempt if self._started and not self._attempting else None
+
+    def begin_connect(self) -> Callable[[], BaseException | None] | None:
+        """The blocking connect attempt, for the loop to run on a thread of its own."""
+        if not self._started:
+            return None
+        self._next_attempt = None
+        self._attempting = True
+        client = self.client
+
+        def attempt() -> BaseException | None:
+            try:
+                rc = client.reconnect()     # TCP connect, TLS handshake, CONNECT sent
+            except Exception as exc:        # refused, unreachable, TLS or DNS failure
+                return exc
+            if rc != mqtt.MQTT_ERR_SUCCESS:
+                return ConnectionError(mqtt.error_string(rc))
+            return None
+
+        return attempt
+
+    def connect_finished(self, error: BaseException | None) -> None:
+        self._attempting = False
+        if not self._started:
+            sock = self.client.socket()
+            if sock is not None:
+                sock.close()
+            return
+        if error is not None:
+            delay = self._retry_later()
+            log.warning("mqtt link=%s event=connect_failed host=%s port=%s attempt=%d error=%r retry_in_s=%.1f",
+                        self.name, self.broker.host, self.broker.port, self._backoff.attempt, str(error), delay)
+        elif self.client.socket() is None and self._next_attempt is None:
+            self._retry_later()             # lost while connecting: paho already said why
+
+    def _retry_later(self) -> float:
         delay = self._backoff.next_delay()
-        (client or self.client).reconnect_delay_set(delay, delay)
+        self._next_attempt = time.monotonic() + delay
         return delay
 
+    # -- paho callbacks (the loop thread) --------------------------------------------------
     def _handle_connect(self, client, userdata, flags, reason_code, properties) -> None:  # noqa: ANN001
         if reason_code.is_failure:
-            delay = self._set_next_delay(client)
-            log.warning("mqtt link=%s event=refused reason=%s retry_in_s=%.1f", self.name, reason_code, delay)
+            # paho closes the socket next and reports the disconnect, which schedules the retry
+            log.warning("mqtt link=%s event=refused reason=%s", self.name, reason_code)
             return
         self._backoff.reset()
-        self._set_next_delay(client)
         self.connects += 1
         session = bool(getattr(flags, "session_present", False))
         log.info("mqtt link=%s event=connected session_present=%s", self.name, session)
@@ -161,17 +232,14 @@ class MqttLink:
         if self.on_connected:
             self.on_connected(session)
 
-    def _handle_connect_fail(self, client, userdata) -> None:  # noqa: ANN001
-        delay = self._set_next_delay(client)
-        log.warning("mqtt link=%s event=connect_failed host=%s port=%s attempt=%d retry_in_s=%.1f", self.name,
-                    self.broker.host, self.broker.port, self._backoff.attempt, delay)
-
     def _handle_disconnect(self, client, userdata, flags, reason_code, properties) -> None:  # noqa: ANN001
         was = self.connected.is_set()
         self.connected.clear()
-        self._set_next_delay(client)
-        if was and self._started:
-            log.warning("mqtt link=%s event=disconnected reason=%s", self.name, reason_code)
+        if self._started and self._next_attempt is None:
+            delay = self._retry_later()
+            if was:
+                log.warning("mqtt link=%s event=disconnected reason=%s retry_in_s=%.1f", self.name,
+                            reason_code, delay)
         if self.on_disconnected:
             self.on_disconnected()
 

@@ -4,18 +4,20 @@ Threads and who owns what:
 
 - the engine, the significance filter and the applied config are touched only under
   ``_engine_lock``, one work item (a sensor message, a config document) at a time;
-- a sensor message is handled on paho's *local* network thread itself when nothing is
-  queued before it: it decodes the message, pushes the triples, turns matches and
-  significant observations into events, writes them to the outbox and hands them to
-  the uplink, which publishes them from this same thread when it is free. No thread
-  hand-over lies on the latency path; with CPython's GIL each hand-over can cost
-  milliseconds on a busy gateway (measured: the four-thread relay gave p99 37-58 ms at
-  1,000 completing messages/s);
+- the *network thread* (``NetworkLoop``) runs the sockets of both brokers. A sensor
+  message is handled right there when nothing is queued before it: it is decoded, its
+  triples pushed, matches and significant observations turned into events, written to
+  the outbox and handed to the uplink, which writes them to the cloud socket from this
+  same thread when it is free. No thread hand-over lies on the latency path; with
+  CPython's GIL each hand-over can cost milliseconds on a busy gateway (measured: a
+  four-thread relay gave p99 37-58 ms at 1,000 completing messages/s, and paho's own
+  per-connection threads spent a fifth of the agent's CPU waking each other);
 - when work is queued (a burst the engine has not caught up with, a config document from
-  paho's cloud thread, a rollback), a sensor message queues behind it (``_work``) and the
-  *engine thread* (``_work_loop``) handles everything in arrival order; ``_backlog``
-  counts what is queued or being handled, so a message never overtakes an older one.
-  The engine thread also lets windows expire while the gateway is idle;
+  the cloud, a rollback), a sensor message queues behind it (``_work``) and the *engine
+  thread* (``_work_loop``) handles everything in arrival order; ``_backlog`` counts what
+  is queued or being handled, so a message never overtakes an older one. The engine
+  thread also lets windows expire while the gateway is idle. It holds the engine lock,
+  which the network thread may wait for, so it publishes only with ``publish_soon``;
 - the *uplink thread* drains the outbox to the cloud broker whenever the fast path did
   not (backlog, reconnect, acknowledgements; see uplink.py);
 - the *status thread* publishes the status message and writes the state file.
@@ -40,6 +42,7 @@ from edgewave.agent.config_store import ConfigStore
 from edgewave.agent.engine import Engine, Match
 from edgewave.agent.intake import Intake, Rejection
 from edgewave.agent.mqtt_link import MqttLink, Will
+from edgewave.agent.network_loop import NetworkLoop
 from edgewave.agent.outbox import Outbox
 from edgewave.agent.reconfigure import (APPLIED, REJECTED, CompiledConfig, Verdict, ack_payload, apply_difference,
                                         build_engine, compile_document, judge)
@@ -98,18 +101,20 @@ class Agent:
 
         gw = self.gateway
         offline = encode_status(status_document(gw, "offline"))
+        network = NetworkLoop("network")
         self.cloud = MqttLink(
             "cloud", s.cloud, s.reconnect, client_id=s.cloud.client_id or f"edgewave-{gw}-cloud",
             persistent=True, will=Will(topics.status_topic(gw), offline, qos=1, retain=True),
             subscriptions=[(topics.config_topic(gw), 1)], on_message=self._on_cloud_message,
-            on_connected=self._on_cloud_connected, max_inflight=s.outbox.max_inflight)
+            on_connected=self._on_cloud_connected, max_inflight=s.outbox.max_inflight, loop=network)
         self.uplink = Uplink(self.outbox, self.cloud, topics.events_topic(gw),
                              max_inflight=s.outbox.max_inflight, max_rate_per_s=s.outbox.max_rate_per_s,
                              resend_after_s=s.outbox.resend_after_s)
         self.cloud.on_published = self.uplink.on_published
         self.local = MqttLink(
             "local", s.local, s.reconnect, client_id=s.local.client_id or f"edgewave-{gw}-local",
-            subscriptions=[(topics.ALL_SENSOR_INPUT, s.input.qos)], on_message=self._on_sensor_message)
+            subscriptions=[(topics.ALL_SENSOR_INPUT, s.input.qos)], on_message=self._on_sensor_message,
+            loop=network)
 
         self._spawn("engine", self._work_loop)
         self._spawn("status", self._status_loop)
@@ -157,9 +162,9 @@ class Agent:
     def applied_version(self) -> int | None:
         return self.applied.version if self.applied else None
 
-    # -- paho threads ----------------------------------------------------------------------
+    # -- the network thread ----------------------------------------------------------------------
     def _on_sensor_message(self, topic: str, payload: bytes, retained: bool) -> None:
-        """Local paho thread: handle the message right here unless older work is queued."""
+        """Network thread: handle the message right here unless older work is queued."""
         item = (_SENSOR, topic, payload, _now_ms())
         with self._engine_lock:
             if not self._backlog:
@@ -367,8 +372,9 @@ class Agent:
     def _ack(self, verdict: Verdict) -> None:
         if self.cloud is None:
             return
-        self.cloud.publish(topics.config_ack_topic(self.gateway),
-                           ack_payload(self.gateway, verdict, self.applied_version), qos=1)
+        # publish_soon: this runs under the engine lock, which the network thread may wait for
+        self.cloud.publish_soon(topics.config_ack_topic(self.gateway),
+                                ack_payload(self.gateway, verdict, self.applied_version), qos=1)
 
     # -- status ----------------------------------------------------------------------------
     def status(self, state: str = "online") -> dict[str, Any]:
@@ -404,13 +410,14 @@ class Agent:
                 try:
                     if self.outbox is not None:
                         self.outbox.expire()     # an idle gateway must age out old events too
+                        self.outbox.checkpoint()
                     doc = self.status()
                     write_state_file(state_path, doc)
                     next_local = now + s.local_interval_s
                     if publish and self.cloud is not None and self.cloud.connected.is_set():
                         self._status_now.clear()
-                        self.cloud.publish(topics.status_topic(self.gateway), encode_status(doc), qos=1,
-                                           retain=True)
+                        self.cloud.publish_soon(topics.status_topic(self.gateway), encode_status(doc), qos=1,
+                                                retain=True)
                         next_publish = now + s.interval_s
                 except Exception:
                     log.exception("status event=error")

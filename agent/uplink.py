@@ -3,12 +3,14 @@
 Events are read from the outbox oldest-first and published with QoS 1 while the cloud
 link is up, keeping at most ``max_inflight`` events unacknowledged and at most
 ``max_rate_per_s`` publishes per second (so replay after an outage does not flood the
-broker). ``notify`` publishes new events at once from the thread that stored them when
-the uplink is free (the latency path: no thread hand-over); everything else (a backlog,
-a reconnect, a refusal, the PUBACKs) is the uplink thread's. One lock keeps the two from
-publishing at the same time. paho reports each PUBACK on its own thread with the message
-id; that thread only queues the id, and the uplink thread maps it back to the outbox row
-and deletes it — taking our lock inside paho's callback could deadlock against ``publish``.
+broker). ``notify`` publishes new events at once when the network thread (which runs
+the sockets, see network_loop.py) stored them and the uplink is free: the latency path,
+no thread hand-over. Everything else (a backlog, a reconnect, a refusal, the PUBACKs) is
+the uplink thread's. One lock keeps the two from publishing at the same time. paho
+reports each PUBACK on the network thread with the message id; that thread only queues
+the id, and the uplink thread maps it back to the outbox row and deletes it: waiting for
+our lock inside paho's callback could deadlock against the uplink thread's ``publish``,
+which waits for the network thread.
 
 After a reconnect, paho itself re-sends what was in flight (same ids, DUP flag); new
 events wait until those are acknowledged, so the cloud sees them in their original
@@ -25,7 +27,7 @@ import logging
 import queue
 import threading
 import time
-from typing import Protocol
+from typing import Any, Callable, Protocol
 
 from edgewave.agent.outbox import Outbox
 
@@ -36,6 +38,10 @@ class Publisher(Protocol):
     connected: threading.Event
 
     def publish(self, topic: str, payload: bytes, qos: int = 1, retain: bool = False): ...  # noqa: ANN201
+
+    def on_loop_thread(self) -> bool: ...
+
+    def call(self, fn: Callable[[], Any]) -> Any: ...
 
 
 class Uplink:
@@ -73,9 +79,11 @@ class Uplink:
 
     # -- called from other threads ---------------------------------------------------------
     def notify(self) -> None:
-        """New events are in the outbox: publish them from the caller's thread if the uplink is
-        free, else leave them to the uplink thread."""
-        if not self._lock.acquire(blocking=False):
+        """New events are in the outbox: publish them at once when called on the network
+        thread and the uplink is free, else leave them to the uplink thread. (Another
+        thread must not publish here: it may hold the engine lock, which the network
+        thread may be waiting for.)"""
+        if not self.link.on_loop_thread() or not self._lock.acquire(blocking=False):
             self._wake.set()
             return
         try:
@@ -140,17 +148,25 @@ class Uplink:
             self._wake.clear()
             self._next_wait = 0.5
             try:
-                # New events first (latency), then the PUBACKs (deletes), then whatever the
-                # freed in-flight room allows.
-                with self._lock:
-                    if self.link.connected.is_set():
-                        self._publish_some()
-                    self._process_acks()
-                    if self.link.connected.is_set():
-                        self._publish_some()
+                # The work itself runs on the network thread: there a publish is written at
+                # once, and the fast path never finds the lock taken by this thread.
+                self.link.call(self._service)
             except Exception:  # keep the uplink alive: the outbox still holds everything
                 log.exception("uplink event=error action=retrying")
                 time.sleep(0.5)
+        self.link.call(self._final_acks)
+
+    def _service(self) -> None:
+        # New events first (latency), then the PUBACKs (deletes), then whatever the freed
+        # in-flight room allows.
+        with self._lock:
+            if self.link.connected.is_set():
+                self._publish_some()
+            self._process_acks()
+            if self.link.connected.is_set():
+                self._publish_some()
+
+    def _final_acks(self) -> None:
         with self._lock:
             self._process_acks()
 

@@ -103,3 +103,38 @@ def test_expiry_also_runs_without_new_events(tmp_path):
     box.append("old", "match", b"a", now_ms=1_000)
     box.expire(now_ms=20_000)
     assert box.stats(now_ms=20_000).depth == 0 and box.stats().dropped_expired == 1
+
+
+def test_a_batch_with_a_gap_deletes_only_the_acknowledged_rows(tmp_path):
+    box = make(tmp_path / "o.db")
+    seqs = [box.append(f"id{i}", "match", b"x" * (i + 1), now_ms=1) for i in range(6)]
+    # consecutive PUBACKs: one range delete
+    assert box.delete(seqs[0:2]) == 2
+    # not consecutive (seqs[3] is still unacknowledged): seqs[3] must stay
+    assert box.delete([seqs[2], seqs[4], seqs[5]]) == 3
+    assert [r.event_id for r in box.pending_after(0, 100)] == ["id3"]
+    assert box.stats().depth == 1 and box.stats().bytes == 4
+
+
+def test_checkpoint_copies_the_wal_and_keeps_it_from_growing(tmp_path):
+    path = tmp_path / "o.db"
+    box = make(path, max_bytes=100_000_000)
+    wal = tmp_path / "o.db-wal"
+
+    def write_and_ack(n: int, start: int) -> None:
+        for i in range(start, start + n):
+            seq = box.append(f"id{i}", "match", b"p" * 600, now_ms=1)
+            box.delete([seq])
+
+    write_and_ack(300, 0)
+    frames, copied = box.checkpoint()
+    assert frames > 0 and copied == frames       # nothing held it back
+    size_after_first = wal.stat().st_size
+    write_and_ack(300, 300)                       # the writer starts the WAL over once it is copied
+    frames2, copied2 = box.checkpoint()
+    assert copied2 == frames2
+    assert wal.stat().st_size <= size_after_first * 1.1
+    seq = box.append("last", "match", b"z", now_ms=2)
+    box.close()
+    again = make(path)
+    assert [r.seq for r in again.pending_after(0, 10)] == [seq]
