@@ -62,7 +62,7 @@ class NetworkLoop:
         self._thread: threading.Thread | None = None
         self._live = False         # the thread runs and takes calls (changed under _lock)
         self._stopping = False
-        self._connecting: set[str] = set()
+        self._connecting: set[int] = set()   # id() of links whose connect attempt runs
 
     # -- other threads -----------------------------------------------------------------
     def in_loop(self) -> bool:
@@ -162,7 +162,7 @@ class NetworkLoop:
             wait = IDLE_WAIT_S
             owners: dict[Any, LoopLink] = {}
             for link in self._links:
-                if link.name in self._connecting:
+                if id(link) in self._connecting:
                     continue
                 sock = link.client.socket()
                 if sock is None:
@@ -198,20 +198,20 @@ class NetworkLoop:
             if now >= next_misc:
                 next_misc = now + MISC_EVERY_S
                 for link in self._links:
-                    if link.name not in self._connecting and link.client.socket() is not None:
+                    if id(link) not in self._connecting and link.client.socket() is not None:
                         link.client.loop_misc()
 
     def _start_connect(self, link: LoopLink) -> None:
         attempt = link.begin_connect()
         if attempt is None:
             return
-        self._connecting.add(link.name)
+        self._connecting.add(id(link))
 
         def run() -> None:
             error = attempt()
 
             def finish() -> None:
-                self._connecting.discard(link.name)
+                self._connecting.discard(id(link))
                 link.connect_finished(error)
             self.call_soon(finish)
 
