@@ -28,6 +28,7 @@ patterns it had, even while the cloud is unreachable.
 """
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import queue
@@ -270,35 +271,39 @@ class Agent:
                 if decision == FORWARD:
                     event = significant_event(self.gateway, obs.sensor, obs.property, obs.result,
                                               arrival_ms, obs.triples, emitted)
-                    stored |= self._store(event)
+                    self._store(event, stored)
                     counters.add("significant")
                 else:
                     counters.add(decision)
         if stored and self.uplink is not None:
-            self.uplink.notify()
+            self.uplink.notify(stored)
 
-    def _emit_matches(self, emitted: int, contributing: set | None = None) -> bool:
-        """Turn the matches the engine reported since the last call into outbox events."""
-        stored = False
+    def _emit_matches(self, emitted: int, contributing: set | None = None) -> list[tuple[int, bytes]]:
+        """Turn the matches the engine reported since the last call into outbox events;
+        returns the ``(seq, payload)`` stored."""
+        stored: list[tuple[int, bytes]] = []
         batch = self._matches[:]
         self._matches.clear()
         for m in batch:
             event = match_event(self.gateway, m.pattern, m.bindings, m.start, m.end, m.triples, emitted)
             if contributing is not None:
                 contributing.update(t for t, _ in m.triples)
-            stored |= self._store(event)
+            self._store(event, stored)
             self.counters.add("matches")
         return stored
 
-    def _store(self, event: dict) -> bool:
+    def _store(self, event: dict, stored: list[tuple[int, bytes]]) -> None:
+        """Write one event to the outbox; on success append its ``(seq, payload)`` to ``stored``."""
         assert self.outbox is not None
+        payload = encode_event(event)
         try:
-            return self.outbox.append(event["id"], event["kind"], encode_event(event)) is not None
+            seq = self.outbox.append(event["id"], event["kind"], payload)
+            if seq is not None:
+                stored.append((seq, payload))
         except sqlite3.Error as exc:   # disk full, I/O error: counted and logged, the agent goes on
             self.counters.add("outbox_write_failed")
             log.error("outbox event=write_failed id=%s kind=%s error=%r failed_total=%d", event["id"],
                       event["kind"], str(exc), self.counters["outbox_write_failed"])
-            return False
 
     def _handle_config(self, payload: bytes) -> None:
         assert self.store is not None
@@ -348,6 +353,9 @@ class Agent:
                  "static_removed=%d schema_changed=%s", new.version, ",".join(change.added),
                  ",".join(change.removed), ",".join(change.kept), change.static_added,
                  change.static_removed, change.schema_changed)
+        # Removed join nodes and memories reference each other: only a full collection
+        # frees them, and ``edgewave-agent run`` makes those rare (see cli.py).
+        gc.collect()
 
     def _rebuild(self, config: CompiledConfig | None) -> None:
         """Last resort after a failed swap: a fresh engine from a known-good config."""

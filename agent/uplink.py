@@ -27,6 +27,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any, Callable, Protocol
 
 from edgewave.agent.outbox import Outbox
@@ -78,17 +79,18 @@ class Uplink:
         self._tokens_at = time.monotonic()
 
     # -- called from other threads ---------------------------------------------------------
-    def notify(self) -> None:
+    def notify(self, fresh: Sequence[tuple[int, bytes]] = ()) -> None:
         """New events are in the outbox: publish them at once when called on the network
         thread and the uplink is free, else leave them to the uplink thread. (Another
         thread must not publish here: it may hold the engine lock, which the network
-        thread may be waiting for.)"""
+        thread may be waiting for.) ``fresh`` are the ``(seq, payload)`` just stored, so
+        the usual case need not read them back from the outbox."""
         if not self.link.on_loop_thread() or not self._lock.acquire(blocking=False):
             self._wake.set()
             return
         try:
             if self.link.connected.is_set() and not self._stop.is_set():
-                self._publish_some()
+                self._publish_some(fresh)
                 if self._next_wait < 0.5:   # paced or held back: the uplink thread goes on later
                     self._wake.set()
             else:
@@ -214,7 +216,7 @@ class Uplink:
         self._tokens -= 1.0
         return True
 
-    def _publish_some(self) -> None:
+    def _publish_some(self, fresh: Sequence[tuple[int, bytes]] = ()) -> None:
         if self.outbox.generation != self._generation:
             # The outbox file was replaced (corrupt): its sequence numbers start over.
             self._generation = self.outbox.generation
@@ -236,17 +238,22 @@ class Uplink:
         room = (1 if self._probing else self.max_inflight) - len(self._inflight)
         if room <= 0:
             return
-        rows = self.outbox.pending_after(self._last_seq, room)
-        for row in rows:
+        if (fresh and fresh[0][0] == self._last_seq + 1 and len(fresh) <= room
+                and fresh[-1][0] - fresh[0][0] == len(fresh) - 1):
+            # Exactly the events just stored, and nothing older is waiting.
+            rows: Sequence[tuple[int, bytes]] = fresh
+        else:
+            rows = [(row.seq, row.payload) for row in self.outbox.pending_after(self._last_seq, room)]
+        for seq, payload in rows:
             if not self._take_token():
                 self._wake_later(1.0 / self.max_rate)
                 return
             if not self.link.connected.is_set():
                 return
-            info = self.link.publish(self.topic, row.payload, qos=1)
-            self._inflight[info.mid] = row.seq
-            self._sizes[info.mid] = len(row.payload)
-            self._last_seq = row.seq
+            info = self.link.publish(self.topic, payload, qos=1)
+            self._inflight[info.mid] = seq
+            self._sizes[info.mid] = len(payload)
+            self._last_seq = seq
         if len(rows) == room:
             self._wake.set()   # more may be waiting once acks arrive; look again soon
 

@@ -55,6 +55,36 @@ def test_events_are_deleted_only_after_puback_and_arrive_in_order(tmp_path, mqtt
         watcher.close()
 
 
+def test_just_stored_events_never_overtake_older_waiting_ones(tmp_path, mqtt_broker):
+    """On the network thread the agent hands notify() the events it just stored, to publish
+    them without reading them back; events stored earlier and not yet published must still
+    go first."""
+    watcher = CloudWatcher(mqtt_broker)
+    outbox, link, uplink = make_uplink(tmp_path, mqtt_broker, max_inflight=50)
+
+    def store_and_notify(n: int) -> None:
+        payload = encode_event(event(n))
+        seq = outbox.append(event(n)["id"], "match", payload)
+        uplink.notify([(seq, payload)])
+
+    try:
+        link.start()
+        assert link.wait_connected(15)
+        for n in range(3):      # stored while nothing published them
+            outbox.append(event(n)["id"], "match", encode_event(event(n)))
+        for n in range(3, 8):
+            link.call(lambda n=n: store_and_notify(n))
+        wait_for(lambda: len(watcher.events) >= 8, 20, lambda: f"8 events (got {numbers(watcher)})")
+        assert numbers(watcher) == list(range(8))
+        assert len(watcher.events) == 8        # none twice
+        uplink.start()
+        wait_for(lambda: outbox.stats().depth == 0, 10, "outbox emptied by PUBACKs")
+    finally:
+        uplink.stop()
+        link.stop()
+        watcher.close()
+
+
 def test_pacing_limits_the_publish_rate(tmp_path, mqtt_broker):
     watcher = CloudWatcher(mqtt_broker)
     outbox, link, uplink = make_uplink(tmp_path, mqtt_broker, max_rate_per_s=50, max_inflight=5)
