@@ -60,8 +60,17 @@ def tune_garbage_collector() -> None:
     gc.set_threshold(young, middle, FULL_COLLECTION_EVERY)
 
 
+# Entries per N-Triples token cache in the agent (the shared default is 65,536). A
+# gateway's messages repeat their vocabulary (predicates, sensors, properties, types)
+# but not their observations' IRIs and values, which filled the default caches: at
+# 1,000 msg/s the agent's resident memory climbed to 69-73 MB and plateaued at 55-57 MB
+# with this limit (measured over 150 s).
+TERM_CACHE_LIMIT = 4096
+
+
 def cmd_run(settings: AgentSettings) -> int:
     from edgewave.agent.runtime import Agent
+    from edgewave.shared import ntriples
     from edgewave.shared.configdoc import ConfigRejected
 
     setup_logging(settings.log_level)
@@ -69,6 +78,7 @@ def cmd_run(settings: AgentSettings) -> int:
     # and status threads wake now and then. With CPython's default 5 ms switch interval
     # the network thread could wait that long for the GIL behind one of them.
     sys.setswitchinterval(0.0005)
+    ntriples.set_term_cache_limit(TERM_CACHE_LIMIT)
     agent = Agent(settings)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -446,6 +446,20 @@ def clear_term_caches() -> None:
     _objects.clear()
 
 
+def set_term_cache_limit(limit: int) -> None:
+    """Bound each token cache at ``limit`` entries (it is emptied when full).
+
+    The default suits a recorded stream whose vocabulary repeats across many lines. A
+    gateway reads mostly one-off terms (each observation's own IRI and value), so there
+    a large cache holds memory and saves little: see ``edgewave.agent.cli``.
+    """
+    global CACHE_LIMIT
+    if limit < 1:
+        raise ValueError(f"term cache limit must be positive, got {limit}")
+    CACHE_LIMIT = limit
+    clear_term_caches()
+
+
 def _subject_token(token: str) -> tuple[str, int]:
     if token[:1] == "_":
         return _blank(token, 0, 0)

@@ -415,12 +415,14 @@ def test_errors_pickle_with_their_position() -> None:
 
 
 def test_term_caches_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(nt, "CACHE_LIMIT", 100)
-    nt.clear_term_caches()
+    monkeypatch.setattr(nt, "CACHE_LIMIT", nt.CACHE_LIMIT)    # restored after the test
+    nt.set_term_cache_limit(100)
     lines = [f'<{EX}s{i}> <{EX}p> "{i}" .' for i in range(1000)]
     triples = list(parse_lines(lines))
     assert [t[2] for t in triples] == [f'"{i}"' for i in range(1000)]
     assert len(nt._subjects) <= 100 and len(nt._objects) <= 100
+    with pytest.raises(ValueError, match="positive"):
+        nt.set_term_cache_limit(0)
 
 
 # ----------------------------------------------------------------------------------------
