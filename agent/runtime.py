@@ -163,7 +163,7 @@ class Agent:
     def applied_version(self) -> int | None:
         return self.applied.version if self.applied else None
 
-    # -- the network thread ----------------------------------------------------------------------
+    # -- the network thread --------------------------------------------------------------------
     def _on_sensor_message(self, topic: str, payload: bytes, retained: bool) -> None:
         """Network thread: handle the message right here unless older work is queued."""
         item = (_SENSOR, topic, payload, _now_ms())
