@@ -1,0 +1,44 @@
+"""Rebuild this folder's stream and answers from the team's copy of CSRBench.
+
+    python tests/data/csrbench/make_fixture.py [../shared/data/csrbench]
+
+``stream.tsv.gz``: the benchmark's 34 one-second graphs (``stream/data_XX.ttl``, 15,188
+triples) as one recorded stream, ``<XX * 1000>\\t<N-Triples statement>`` per line, the
+lines of one graph sorted. Literals keep their lexical form ("54"^^xsd:double stays
+"54", as the benchmark's engines and oracle print it). ``rdfox-answer-N.json``: copied
+unchanged. See PROVENANCE.md.
+"""
+from __future__ import annotations
+
+import gzip
+import shutil
+import sys
+from pathlib import Path
+
+import rdflib
+
+HERE = Path(__file__).resolve().parent
+QUERIES = (1, 2, 3, 5, 6, 7)   # Q4 is an AVG aggregate: patterns have no aggregates
+
+
+def main(argv: list[str]) -> int:
+    source = Path(argv[0]) if argv else HERE.parents[3] / "shared" / "data" / "csrbench"
+    rdflib.NORMALIZE_LITERALS = False
+    lines = []
+    for second in range(34):
+        graph = rdflib.Graph()
+        graph.parse(source / "stream" / f"data_{second:02d}.ttl", format="turtle")
+        statements = [line for line in graph.serialize(format="nt").splitlines() if line.strip()]
+        lines += [f"{second * 1000}\t{line}\n" for line in sorted(statements)]
+    # mtime=0: the same input gives the same bytes, so a rebuild shows no spurious diff
+    with open(HERE / "stream.tsv.gz", "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as fh:
+        fh.write("".join(lines).encode("utf-8"))
+    for n in QUERIES:
+        name = f"rdfox-answer-{n}.json"
+        shutil.copyfile(source / "comparative-study-2022" / "answers" / name, HERE / name)
+    print(f"{len(lines)} triples, answers for Q{', Q'.join(map(str, QUERIES))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
