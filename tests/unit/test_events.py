@@ -6,7 +6,6 @@ import json
 import pytest
 import rdflib
 from rdflib import Literal, URIRef
-from rdflib.namespace import XSD
 
 from edgewave.shared import events
 from edgewave.shared.vocab import EW_NS
@@ -49,8 +48,8 @@ def test_json_ld_parses_to_the_intended_triples():
     assert (node, rdflib.RDF.type, ew.Match) in graph
     assert graph.value(node, ew.gateway) == Literal("gw1")
     assert graph.value(node, ew.pattern) == Literal("fire")
-    assert graph.value(node, ew.windowStart) == Literal(1000, datatype=XSD.long)
-    assert graph.value(node, ew.windowEnd) == Literal(1500, datatype=XSD.long)
+    assert graph.value(node, ew.windowStart) == Literal(1000, datatype=rdflib.XSD.long)
+    assert graph.value(node, ew.windowEnd) == Literal(1500, datatype=rdflib.XSD.long)
     bindings = {str(graph.value(b, ew.variable)): str(graph.value(b, ew.value)) for b in graph.objects(node, ew.binding)}
     assert bindings == {"room": ROOM, "temp": T1[0][2]}
     statements = list(rdflib.collection.Collection(graph, graph.value(node, ew.triple)))
