@@ -48,7 +48,11 @@ class BrokerSettings:
     password: str | None = None
     client_id: str | None = None   # default: edgewave-<gateway>-local / -cloud
     keepalive_s: int = 30
-    session_expiry_s: int = 86400  # cloud only: how long the broker keeps our session offline
+    # How long the broker keeps our session while we are away (MQTT 5 session expiry).
+    # Cloud: a config pushed meanwhile is delivered on reconnect; must be > 0. Local: QoS 1
+    # sensor messages delivered but not yet handled, or published while the agent is down,
+    # are delivered (again) when it comes back; 0 there means a clean session.
+    session_expiry_s: int = 86400
     tls: TlsSettings = field(default_factory=TlsSettings)
 
 
@@ -132,7 +136,9 @@ class AgentSettings:
     data_dir: str = "var/edgewave-agent"
     log_level: str = "INFO"
     shutdown_grace_s: float = 5.0     # on SIGTERM: how long to wait for PUBACKs
-    local: BrokerSettings = field(default_factory=BrokerSettings)
+    # Local: a minute covers a crash and systemd's restart, and bounds how stale the
+    # messages the broker kept may be (they are timestamped when they arrive).
+    local: BrokerSettings = field(default_factory=lambda: BrokerSettings(session_expiry_s=60))
     cloud: BrokerSettings = field(default_factory=BrokerSettings)
     reconnect: ReconnectSettings = field(default_factory=ReconnectSettings)
     input: InputSettings = field(default_factory=InputSettings)
@@ -179,9 +185,12 @@ class AgentSettings:
         return bool(_SEGMENT.match(segment))
 
 
-def _build(cls: type, data: Any, where: str) -> Any:
+def _build(cls: type, data: Any, where: str, base: Any = None) -> Any:
+    """``cls`` from a YAML mapping; keys it omits keep their value in ``base`` (a section's
+    own default, which may differ from the class's: ``local`` vs ``cloud``)."""
+    base = cls() if base is None else base
     if data is None:
-        return cls()
+        return base
     if not isinstance(data, dict):
         raise SettingsError(f"{where or 'settings'}: expected a mapping, got {type(data).__name__}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
@@ -191,12 +200,12 @@ def _build(cls: type, data: Any, where: str) -> Any:
         path = f"{where}.{key}" if where else str(key)
         if name not in fields or name == "source":
             raise SettingsError(f"unknown setting {path!r}")
-        default = getattr(cls(), name)
+        default = getattr(base, name)
         if dataclasses.is_dataclass(default):
-            kwargs[name] = _build(type(default), value, path)
+            kwargs[name] = _build(type(default), value, path, default)
         else:
             kwargs[name] = _coerce(str(fields[name].type), value, path)
-    return cls(**kwargs)
+    return dataclasses.replace(base, **kwargs)
 
 
 def _coerce(annotation: str, value: Any, path: str) -> Any:
@@ -239,6 +248,10 @@ def settings_from_dict(data: dict[str, Any] | None) -> AgentSettings:
         raise SettingsError("input.default_stream must contain {stream}")
     if settings.outbox.max_inflight < 1 or settings.outbox.max_rate_per_s <= 0:
         raise SettingsError("outbox.max_inflight and outbox.max_rate_per_s must be positive")
+    if settings.cloud.session_expiry_s <= 0:
+        raise SettingsError("cloud.session_expiry_s must be positive: the cloud session must outlive an outage")
+    if settings.local.session_expiry_s < 0:
+        raise SettingsError("local.session_expiry_s: expected 0 (clean session) or more")
     if settings.reconnect.min_delay_s <= 0 or settings.reconnect.max_delay_s < settings.reconnect.min_delay_s:
         raise SettingsError("reconnect: need 0 < min_delay_s <= max_delay_s")
     return settings

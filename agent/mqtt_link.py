@@ -11,6 +11,12 @@ must not come back in lock-step).
 The ``on_*`` callbacks (constructor arguments, or attributes set before ``start``) run on
 the loop thread. ``publish`` may be called from any thread; a thread holding a lock the
 loop thread may wait for must use ``publish_soon``.
+
+With ``ack_after_handling`` (a persistent session), a QoS 1/2 message is acknowledged
+only when its handler says it is safe, by calling the ``ack`` it was given, from any
+thread: until then the broker keeps it and delivers it again after a crash. paho would
+otherwise acknowledge it as soon as ``on_message`` returns, which for a message the
+application only queued is too early.
 """
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ import random
 import ssl
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable
@@ -60,7 +67,10 @@ class Will:
     retain: bool = True
 
 
-MessageHandler = Callable[[str, bytes, bool], None]   # topic, payload, retained
+Ack = Callable[[], None]
+# topic, payload, retained, and the message's ack: None unless the link acknowledges after
+# handling and the message has QoS 1 or 2; then the handler must call it exactly once.
+MessageHandler = Callable[[str, bytes, bool, "Ack | None"], None]
 
 
 class MqttLink:
@@ -73,10 +83,14 @@ class MqttLink:
                  on_connected: Callable[[bool], None] | None = None,
                  on_disconnected: Callable[[], None] | None = None,
                  on_published: Callable[[int, int], None] | None = None,
-                 max_inflight: int = 100, loop: NetworkLoop | None = None) -> None:
+                 max_inflight: int = 100, loop: NetworkLoop | None = None,
+                 ack_after_handling: bool = False, receive_maximum: int | None = None) -> None:
         self.name = name
         self.broker = broker
         self.persistent = persistent
+        self.ack_after_handling = ack_after_handling
+        self.receive_maximum = receive_maximum     # MQTT 5: unacknowledged messages we accept
+        self._ready_acks: deque[tuple[int, int, int]] = deque()   # (connection, mid, qos)
         self.subscriptions = list(subscriptions or [])
         self.connected = threading.Event()
         self.on_message = on_message
@@ -91,7 +105,7 @@ class MqttLink:
         self.connects = 0
 
         client = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2,
-                             client_id=client_id, protocol=mqtt.MQTTv5)
+                             client_id=client_id, protocol=mqtt.MQTTv5, manual_ack=ack_after_handling)
         if broker.username is not None:
             client.username_pw_set(broker.username, broker.password)
         if broker.tls.enabled:
@@ -114,9 +128,12 @@ class MqttLink:
     def start(self) -> None:
         """Connect in the background; returns at once, connection state is in ``connected``."""
         properties = None
-        if self.persistent:
+        if self.persistent or self.receive_maximum:
             properties = Properties(PacketTypes.CONNECT)
+        if self.persistent:
             properties.SessionExpiryInterval = int(self.broker.session_expiry_s)
+        if self.receive_maximum:
+            properties.ReceiveMaximum = max(1, min(65535, int(self.receive_maximum)))
         log.info("mqtt link=%s event=connecting host=%s port=%s persistent=%s tls=%s",
                  self.name, self.broker.host, self.broker.port, self.persistent, self.broker.tls.enabled)
         self.client.connect_async(self.broker.host, self.broker.port, keepalive=self.broker.keepalive_s,
@@ -245,7 +262,29 @@ class MqttLink:
 
     def _handle_message(self, client, userdata, message) -> None:  # noqa: ANN001
         if self.on_message:
-            self.on_message(message.topic, message.payload, bool(message.retain))
+            ack = None
+            if self.ack_after_handling and message.qos:
+                ack = partial(self._acknowledge, self.connects, message.mid, message.qos)
+            self.on_message(message.topic, message.payload, bool(message.retain), ack)
+
+    # -- acknowledgements after handling (any thread) ------------------------------------------
+    def _acknowledge(self, connection: int, mid: int, qos: int) -> None:
+        """A message is handled: acknowledge it. Acks leave in the order handlers call this,
+        which the agent keeps equal to the order messages arrived (MQTT asks for that)."""
+        self._ready_acks.append((connection, mid, qos))
+        if self.loop.in_loop():
+            self._send_acks()
+        else:
+            self.loop.call_soon(self._send_acks)
+
+    def _send_acks(self) -> None:
+        ready = self._ready_acks
+        while ready:
+            connection, mid, qos = ready.popleft()
+            # A message of an earlier connection is not acknowledged on this one: the broker
+            # delivers it again (DUP) after the reconnect, and it is handled again.
+            if connection == self.connects and self.connected.is_set():
+                self.client.ack(mid, qos)
 
     def _handle_subscribe(self, client, userdata, mid, reason_codes, properties) -> None:  # noqa: ANN001
         failed = [str(rc) for rc in reason_codes if rc.is_failure]

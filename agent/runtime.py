@@ -42,7 +42,7 @@ from edgewave.agent.config import AgentSettings, SettingsError
 from edgewave.agent.config_store import ConfigStore
 from edgewave.agent.engine import Engine, Match
 from edgewave.agent.intake import Intake, Rejection
-from edgewave.agent.mqtt_link import MqttLink, Will
+from edgewave.agent.mqtt_link import Ack, MqttLink, Will
 from edgewave.agent.network_loop import NetworkLoop
 from edgewave.agent.outbox import Outbox
 from edgewave.agent.reconfigure import (APPLIED, REJECTED, CompiledConfig, Verdict, ack_payload, apply_difference,
@@ -112,8 +112,13 @@ class Agent:
                              max_inflight=s.outbox.max_inflight, max_rate_per_s=s.outbox.max_rate_per_s,
                              resend_after_s=s.outbox.resend_after_s)
         self.cloud.on_published = self.uplink.on_published
+        # A persistent local session (local.session_expiry_s > 0): a sensor message is
+        # acknowledged only once handled (its events are in the outbox), so one the agent
+        # had not handled when it died is delivered again when it comes back.
+        keep = s.local.session_expiry_s > 0
         self.local = MqttLink(
             "local", s.local, s.reconnect, client_id=s.local.client_id or f"edgewave-{gw}-local",
+            persistent=keep, ack_after_handling=keep, receive_maximum=s.input.queue_max if keep else None,
             subscriptions=[(topics.ALL_SENSOR_INPUT, s.input.qos)], on_message=self._on_sensor_message,
             loop=network)
 
@@ -164,12 +169,18 @@ class Agent:
         return self.applied.version if self.applied else None
 
     # -- the network thread --------------------------------------------------------------------
-    def _on_sensor_message(self, topic: str, payload: bytes, retained: bool) -> None:
-        """Network thread: handle the message right here unless older work is queued."""
-        item = (_SENSOR, topic, payload, _now_ms())
+    def _on_sensor_message(self, topic: str, payload: bytes, retained: bool, ack: Ack | None) -> None:
+        """Network thread: handle the message right here unless older work is queued.
+
+        ``ack`` (persistent local session) is called once the message is handled, or
+        dropped and counted, under the engine lock: acknowledgements then leave in arrival
+        order."""
+        item = (_SENSOR, topic, payload, _now_ms(), ack)
         with self._engine_lock:
             if not self._backlog:
                 self._handle(item)
+                if ack is not None:
+                    ack()
                 return
             self._backlog += 1
         try:
@@ -177,12 +188,14 @@ class Agent:
         except queue.Full:
             with self._engine_lock:
                 self._backlog -= 1
+                if ack is not None:
+                    ack()
             self.counters.add("queue_full")
             if self.counters["queue_full"] % 1000 == 1:
                 log.error("input event=queue_full dropped_total=%d queue_max=%d",
                           self.counters["queue_full"], self.settings.input.queue_max)
 
-    def _on_cloud_message(self, topic: str, payload: bytes, retained: bool) -> None:
+    def _on_cloud_message(self, topic: str, payload: bytes, retained: bool, ack: Ack | None) -> None:
         if topic == topics.config_topic(self.gateway) and payload:
             self._enqueue((_CONFIG, payload))
 
@@ -231,6 +244,8 @@ class Agent:
         """One queued item, in turn; only then may a newer message skip the queue."""
         with self._engine_lock:
             self._handle(item)
+            if item[0] == _SENSOR and item[4] is not None:
+                item[4]()
             self._backlog -= 1
 
     def _handle(self, item: tuple) -> None:
@@ -437,12 +452,19 @@ class Agent:
         if self._stopping.is_set():
             return
         log.info("agent event=stopping queued=%d", self._work.qsize())
-        if self.local is not None:
+        # With a clean local session, anything that arrived after this point would be lost:
+        # stop the subscription first. With a persistent one, the queued messages are
+        # handled and acknowledged first; what arrives meanwhile queues behind the stop,
+        # unacknowledged, and the broker keeps it for the next start.
+        keep_session = self.local is not None and self.local.ack_after_handling
+        if self.local is not None and not keep_session:
             self.local.stop()
         self._enqueue((_STOP,))
         for thread in self._threads:
             if thread.name == "engine":
                 thread.join(timeout=30)
+        if self.local is not None and keep_session:
+            self.local.stop()      # its DISCONNECT leaves after the acknowledgements queued before it
         drained = True
         if self.uplink is not None:
             drained = self.uplink.drain(self.settings.shutdown_grace_s)

@@ -86,3 +86,42 @@ def test_kill_9_with_pending_outbox_then_restart_delivers_everything(tmp_path, m
         agent.kill()
         restarted.stop()
         watcher.close()
+
+
+def test_kill_9_mid_stream_then_restart_loses_no_sensor_message(tmp_path, mqtt_broker, mqtt_broker2, sensors):
+    """QoS 1 sensor messages the agent had not handled when it was killed, and those published
+    while it was down, are delivered again by the local broker (persistent session; an
+    acknowledgement only after handling), so each one's match arrives."""
+    watcher = CloudWatcher(mqtt_broker2)
+    cloud = Publisher(mqtt_broker2, "cloud-publisher")
+    agent = AgentProcess(tmp_path / "agent", mqtt_broker, mqtt_broker2).start()
+    restarted = AgentProcess(tmp_path / "agent", mqtt_broker, mqtt_broker2)
+    try:
+        push_config(cloud, 1, config_document(1, patterns={"alarm": ALARM}))
+        watcher.wait_ack(1)
+        cloud.close()
+        for n in range(1, 1001):               # a burst: part of it is in flight at the kill
+            sensors.publish("ew/in/alarm/s1", alarm(n), wait=False)
+        wait_for(lambda: len(watcher.matches("alarm")) >= 50, 30, "the burst under way")
+        agent.kill()
+        handled_before = len(dedup(watcher.matches("alarm")))
+        for n in range(1001, 1201):            # published while the agent is down
+            sensors.publish("ew/in/alarm/s1", alarm(n))
+
+        restarted.start()
+        wait_for(lambda: set(levels(dedup(watcher.matches("alarm")))) == set(range(1, 1201)), 60,
+                 lambda: f"all 1,200 alarms matched; missing "
+                         f"{sorted(set(range(1, 1201)) - set(levels(dedup(watcher.matches('alarm')))))[:20]}")
+        received = levels(dedup(watcher.matches("alarm")))
+        first_arrivals = list(dict.fromkeys(received))
+        assert first_arrivals == list(range(1, 1201))      # in order
+        # Handled twice only when its acknowledgement had not reached the broker at the kill
+        # (a PUBACK still in the agent's or the kernel's buffers is lost with the connection):
+        # 0-11 in our runs, never the whole part handled before the kill.
+        twice = len(received) - 1200
+        assert twice < handled_before // 2, f"{twice} alarms handled twice; {handled_before} before the kill"
+        assert "link=local event=connected session_present=True" in restarted.log(since_start=True)
+    finally:
+        agent.kill()
+        restarted.stop()
+        watcher.close()

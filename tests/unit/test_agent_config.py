@@ -55,3 +55,14 @@ def test_key_from_file(tmp_path):
     assert settings.config_key() == b"sekrit"
     with pytest.raises(SettingsError, match="key"):
         settings_from_dict({}).config_key()
+
+
+def test_session_expiry_defaults_differ_per_broker_and_survive_partial_sections():
+    settings = settings_from_dict({"local": {"port": 1884}, "cloud": {"port": 1885}})
+    assert settings.local.port == 1884 and settings.local.session_expiry_s == 60
+    assert settings.cloud.port == 1885 and settings.cloud.session_expiry_s == 86400
+    assert settings_from_dict({"local": {"session_expiry_s": 0}}).local.session_expiry_s == 0
+    with pytest.raises(SettingsError, match="cloud.session_expiry_s"):
+        settings_from_dict({"cloud": {"session_expiry_s": 0}})
+    with pytest.raises(SettingsError, match="local.session_expiry_s"):
+        settings_from_dict({"local": {"session_expiry_s": -1}})

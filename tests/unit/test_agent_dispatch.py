@@ -1,5 +1,6 @@
 """The agent's work dispatch: a sensor message is handled on the network thread only when
-nothing older is queued, so no message overtakes another (see runtime.py)."""
+nothing older is queued, so no message overtakes another, and (persistent local session)
+it is acknowledged only once handled, in arrival order (see runtime.py)."""
 from __future__ import annotations
 
 from edgewave.agent.config import settings_from_dict
@@ -16,30 +17,56 @@ def recording_agent() -> tuple[Agent, list]:
 
 def test_idle_agent_handles_a_message_at_once() -> None:
     agent, handled = recording_agent()
-    agent._on_sensor_message("ew/in/alarm/s1", b"m1", False)
+    agent._on_sensor_message("ew/in/alarm/s1", b"m1", False, None)
     assert handled == [b"m1"] and agent._work.empty() and agent._backlog == 0
 
 
 def test_a_message_behind_queued_work_waits_for_it() -> None:
     agent, handled = recording_agent()
-    agent._on_cloud_message(f"ew/{agent.gateway}/config", b"config", False)   # the engine thread's
-    agent._on_sensor_message("ew/in/alarm/s1", b"m1", False)                   # behind the config
+    agent._on_cloud_message(f"ew/{agent.gateway}/config", b"config", False, None)   # the engine thread's
+    agent._on_sensor_message("ew/in/alarm/s1", b"m1", False, None)                   # behind the config
     assert handled == [] and agent._backlog == 2
     agent._work_once(agent._work.get_nowait())                                 # the config is done ...
-    agent._on_sensor_message("ew/in/alarm/s1", b"m2", False)                   # ... but m1 is still queued
+    agent._on_sensor_message("ew/in/alarm/s1", b"m2", False, None)                   # ... but m1 is still queued
     assert handled == [b"config"]
     while not agent._work.empty():
         agent._work_once(agent._work.get_nowait())
     assert handled == [b"config", b"m1", b"m2"] and agent._backlog == 0
-    agent._on_sensor_message("ew/in/alarm/s1", b"m3", False)                   # nothing queued: at once
+    agent._on_sensor_message("ew/in/alarm/s1", b"m3", False, None)                   # nothing queued: at once
     assert handled[-1] == b"m3" and agent._work.empty()
 
 
 def test_a_full_queue_drops_and_counts_without_blocking() -> None:
     agent = Agent(settings_from_dict({"input": {"queue_max": 2}}))
     agent._handle_config = lambda payload: None
-    agent._on_cloud_message(f"ew/{agent.gateway}/config", b"config", False)
+    agent._on_cloud_message(f"ew/{agent.gateway}/config", b"config", False, None)
     for n in range(3):
-        agent._on_sensor_message("ew/in/alarm/s1", b"m%d" % n, False)
+        agent._on_sensor_message("ew/in/alarm/s1", b"m%d" % n, False, None)
     assert agent.counters["queue_full"] == 2 and agent._backlog == 2
     assert [item[0] for item in list(agent._work.queue)] == [_CONFIG, _SENSOR]
+
+
+def test_acknowledgements_follow_handling_in_arrival_order() -> None:
+    agent, handled = recording_agent()
+    acked: list = []
+
+    def ack(name: bytes):
+        return lambda: acked.append((name, name in handled))   # (message, handled by then?)
+
+    agent._on_sensor_message("ew/in/alarm/s1", b"m1", False, ack(b"m1"))
+    agent._on_cloud_message(f"ew/{agent.gateway}/config", b"config", False, None)
+    agent._on_sensor_message("ew/in/alarm/s1", b"m2", False, ack(b"m2"))      # queued: not yet
+    agent._on_sensor_message("ew/in/alarm/s1", b"m3", False, ack(b"m3"))
+    assert acked == [(b"m1", True)]
+    while not agent._work.empty():
+        agent._work_once(agent._work.get_nowait())
+    agent._on_sensor_message("ew/in/alarm/s1", b"m4", False, ack(b"m4"))
+    assert acked == [(b"m1", True), (b"m2", True), (b"m3", True), (b"m4", True)]
+
+
+def test_a_message_dropped_on_a_full_queue_is_acknowledged_and_counted() -> None:
+    agent = Agent(settings_from_dict({"input": {"queue_max": 1}}))
+    agent._on_cloud_message(f"ew/{agent.gateway}/config", b"config", False, None)
+    acked: list = []
+    agent._on_sensor_message("ew/in/alarm/s1", b"m1", False, lambda: acked.append(b"m1"))
+    assert acked == [b"m1"] and agent.counters["queue_full"] == 1
