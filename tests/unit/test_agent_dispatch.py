@@ -24,15 +24,15 @@ def test_idle_agent_handles_a_message_at_once() -> None:
 def test_a_message_behind_queued_work_waits_for_it() -> None:
     agent, handled = recording_agent()
     agent._on_cloud_message(f"ew/{agent.gateway}/config", b"config", False, None)   # the engine thread's
-    agent._on_sensor_message("ew/in/alarm/s1", b"m1", False, None)                   # behind the config
+    agent._on_sensor_message("ew/in/alarm/s1", b"m1", False, None)                  # behind the config
     assert handled == [] and agent._backlog == 2
-    agent._work_once(agent._work.get_nowait())                                 # the config is done ...
-    agent._on_sensor_message("ew/in/alarm/s1", b"m2", False, None)                   # ... but m1 is still queued
+    agent._work_once(agent._work.get_nowait())                                      # the config is done ...
+    agent._on_sensor_message("ew/in/alarm/s1", b"m2", False, None)                  # ... but m1 is still queued
     assert handled == [b"config"]
     while not agent._work.empty():
         agent._work_once(agent._work.get_nowait())
     assert handled == [b"config", b"m1", b"m2"] and agent._backlog == 0
-    agent._on_sensor_message("ew/in/alarm/s1", b"m3", False, None)                   # nothing queued: at once
+    agent._on_sensor_message("ew/in/alarm/s1", b"m3", False, None)                  # nothing queued: at once
     assert handled[-1] == b"m3" and agent._work.empty()
 
 
@@ -55,7 +55,7 @@ def test_acknowledgements_follow_handling_in_arrival_order() -> None:
 
     agent._on_sensor_message("ew/in/alarm/s1", b"m1", False, ack(b"m1"))
     agent._on_cloud_message(f"ew/{agent.gateway}/config", b"config", False, None)
-    agent._on_sensor_message("ew/in/alarm/s1", b"m2", False, ack(b"m2"))      # queued: not yet
+    agent._on_sensor_message("ew/in/alarm/s1", b"m2", False, ack(b"m2"))            # queued: not yet
     agent._on_sensor_message("ew/in/alarm/s1", b"m3", False, ack(b"m3"))
     assert acked == [(b"m1", True)]
     while not agent._work.empty():
