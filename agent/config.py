@@ -101,6 +101,7 @@ class OutboxSettings:
     max_rate_per_s: float = 1000.0   # publish pacing; replay after an outage obeys it
     resend_after_s: float = 10.0     # unacknowledged after a reconnect: publish again
     synchronous: str = "NORMAL"      # SQLite synchronous; FULL survives power loss too
+    unwritten_max_bytes: int = 8 * 1024 * 1024   # events the disk refused, kept in memory meanwhile
 
 
 @dataclass
@@ -248,6 +249,8 @@ def settings_from_dict(data: dict[str, Any] | None) -> AgentSettings:
         raise SettingsError("input.default_stream must contain {stream}")
     if settings.outbox.max_inflight < 1 or settings.outbox.max_rate_per_s <= 0:
         raise SettingsError("outbox.max_inflight and outbox.max_rate_per_s must be positive")
+    if settings.outbox.unwritten_max_bytes < 0:
+        raise SettingsError("outbox.unwritten_max_bytes: expected 0 (drop at once) or more")
     if settings.cloud.session_expiry_s <= 0:
         raise SettingsError("cloud.session_expiry_s must be positive: the cloud session must outlive an outage")
     if settings.local.session_expiry_s < 0:

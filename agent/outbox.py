@@ -185,13 +185,15 @@ class Outbox:
         while self._bytes > budget and self._depth:
             rows = self._conn.execute("SELECT seq, size FROM events ORDER BY seq LIMIT 100").fetchall()
             take = []
+            freed = 0
             for seq, size in rows:
-                if self._bytes <= budget:
+                if self._bytes - freed <= budget:
                     break
                 take.append(seq)
-                self._bytes -= size
-                self._depth -= 1
+                freed += size
             self._conn.executemany("DELETE FROM events WHERE seq = ?", [(s,) for s in take])
+            self._bytes -= freed          # only once deleted: a failed delete (disk full) changes nothing
+            self._depth -= len(take)
             dropped += len(take)
         if dropped:
             self._count("dropped_full", dropped)
@@ -221,9 +223,9 @@ class Outbox:
         log.error("outbox event=dropped_expired count=%d max_age_s=%d", row[0], self.max_age_ms // 1000)
 
     def _count(self, name: str, n: int) -> None:
-        self._counters[name] = self._counters.get(name, 0) + n
         self._conn.execute("INSERT INTO counters (name, value) VALUES (?, ?) "
                            "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value", (name, n))
+        self._counters[name] = self._counters.get(name, 0) + n
 
     # -- reading and acknowledging ---------------------------------------------------------
     def pending_after(self, seq: int, limit: int) -> list[OutboxRow]:

@@ -35,6 +35,7 @@ import queue
 import sqlite3
 import threading
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,7 @@ from edgewave.shared.events import encode_event, match_event, significant_event
 log = logging.getLogger("edgewave.agent")
 
 _SENSOR, _CONFIG, _RELOAD, _STOP = "sensor", "config", "reload", "stop"
+UNWRITTEN_LOG_EVERY_S = 60.0   # while the disk refuses events: one reminder a minute
 
 
 def _now_ms() -> int:
@@ -81,6 +83,13 @@ class Agent:
         self._engine_lock = threading.Lock()
         self._backlog = 0                           # work items queued or being handled
         self._last_arrival_ms = 0
+        # Events the disk refused (full, I/O error), oldest first, and the acknowledgements
+        # of the sensor messages handled since then (see _store and _write_unwritten).
+        self._unwritten: deque[tuple[str, str, bytes]] = deque()
+        self._unwritten_bytes = 0
+        self._held_acks: list[Ack] = []
+        self._unwritten_since = 0.0
+        self._unwritten_logged = 0.0
         self._stopping = threading.Event()
         self._status_now = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -93,13 +102,7 @@ class Agent:
     # -- start-up --------------------------------------------------------------------------
     def start(self) -> None:
         s = self.settings
-        Path(s.data_dir).mkdir(parents=True, exist_ok=True)
-        self.outbox = Outbox(s.data_path(s.outbox.path), max_bytes=s.outbox.max_bytes,
-                             max_age_s=s.outbox.max_age_s, policy=s.outbox.policy,
-                             synchronous=s.outbox.synchronous)
-        self.store = ConfigStore(s.data_path(s.config.store), keep=s.config.keep)
-        self._load_applied_config()
-
+        self.open_storage()
         gw = self.gateway
         offline = encode_status(status_document(gw, "offline"))
         network = NetworkLoop("network")
@@ -130,6 +133,17 @@ class Agent:
         log.info("agent event=started gateway=%s config_version=%s patterns=%s data_dir=%s pid=%d",
                  gw, self.applied_version, ",".join(self.applied.patterns) if self.applied else "",
                  s.data_dir, os.getpid())
+
+    def open_storage(self) -> None:
+        """The outbox, the config store, and the engine with the last applied config: all
+        that comes back before any connection (``start`` runs it first)."""
+        s = self.settings
+        Path(s.data_dir).mkdir(parents=True, exist_ok=True)
+        self.outbox = Outbox(s.data_path(s.outbox.path), max_bytes=s.outbox.max_bytes,
+                             max_age_s=s.outbox.max_age_s, policy=s.outbox.policy,
+                             synchronous=s.outbox.synchronous)
+        self.store = ConfigStore(s.data_path(s.config.store), keep=s.config.keep)
+        self._load_applied_config()
 
     def _spawn(self, name: str, target: Any) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
@@ -179,8 +193,7 @@ class Agent:
         with self._engine_lock:
             if not self._backlog:
                 self._handle(item)
-                if ack is not None:
-                    ack()
+                self._acknowledge(ack)
                 return
             self._backlog += 1
         try:
@@ -188,8 +201,7 @@ class Agent:
         except queue.Full:
             with self._engine_lock:
                 self._backlog -= 1
-                if ack is not None:
-                    ack()
+                self._acknowledge(ack)
             self.counters.add("queue_full")
             if self.counters["queue_full"] % 1000 == 1:
                 log.error("input event=queue_full dropped_total=%d queue_max=%d",
@@ -244,9 +256,21 @@ class Agent:
         """One queued item, in turn; only then may a newer message skip the queue."""
         with self._engine_lock:
             self._handle(item)
-            if item[0] == _SENSOR and item[4] is not None:
-                item[4]()
+            if item[0] == _SENSOR:
+                self._acknowledge(item[4])
             self._backlog -= 1
+
+    def _acknowledge(self, ack: Ack | None) -> None:
+        """A sensor message is handled (or dropped and counted): acknowledge it, unless events
+        are waiting for the disk. Then it waits with them, because acknowledgements leave in
+        arrival order, and an unacknowledged message is the broker's to deliver again if the
+        agent dies. Caller holds the engine lock."""
+        if ack is None:
+            return
+        if self._unwritten:
+            self._held_acks.append(ack)
+        else:
+            ack()
 
     def _handle(self, item: tuple) -> None:
         """One work item, under ``_engine_lock``; a failure is logged and the agent goes on."""
@@ -308,17 +332,70 @@ class Agent:
         return stored
 
     def _store(self, event: dict, stored: list[tuple[int, bytes]]) -> None:
-        """Write one event to the outbox; on success append its ``(seq, payload)`` to ``stored``."""
+        """Write one event to the outbox; on success append its ``(seq, payload)`` to ``stored``.
+
+        If the disk refuses it (full, I/O error), the event waits in memory, and so does
+        every later one, to keep their order, until ``_write_unwritten`` gets them on disk;
+        the sensor messages handled meanwhile stay unacknowledged (``_acknowledge``).
+        Only beyond ``outbox.unwritten_max_bytes`` is an event dropped (counted, logged).
+        """
         assert self.outbox is not None
         payload = encode_event(event)
+        if not self._unwritten:
+            try:
+                seq = self.outbox.append(event["id"], event["kind"], payload)
+            except sqlite3.Error as exc:
+                self.counters.add("outbox_write_failed")
+                self._unwritten_since = self._unwritten_logged = time.monotonic()
+                log.error("outbox event=write_failed id=%s kind=%s error=%r action='events wait in memory "
+                          "and sensor messages stay unacknowledged until a write succeeds; retried every %ss'",
+                          event["id"], event["kind"], str(exc), self.settings.status.local_interval_s)
+            else:
+                if seq is not None:
+                    stored.append((seq, payload))
+                return
+        if self._unwritten_bytes + len(payload) > self.settings.outbox.unwritten_max_bytes:
+            self.counters.add("outbox_unwritten_dropped")
+            if self.counters["outbox_unwritten_dropped"] % 1000 == 1:
+                log.error("outbox event=unwritten_dropped id=%s kind=%s dropped_total=%d unwritten_max_bytes=%d",
+                          event["id"], event["kind"], self.counters["outbox_unwritten_dropped"],
+                          self.settings.outbox.unwritten_max_bytes)
+            return
+        self._unwritten.append((event["id"], event["kind"], payload))
+        self._unwritten_bytes += len(payload)
+
+    def _write_unwritten(self) -> None:
+        """Retry the events the disk refused, oldest first; once all are on disk, the held
+        acknowledgements leave, in order. Caller holds the engine lock."""
+        if not self._unwritten:
+            return
+        assert self.outbox is not None
+        stored: list[tuple[int, bytes]] = []
         try:
-            seq = self.outbox.append(event["id"], event["kind"], payload)
-            if seq is not None:
-                stored.append((seq, payload))
-        except sqlite3.Error as exc:   # disk full, I/O error: counted and logged, the agent goes on
+            while self._unwritten:
+                event_id, kind, payload = self._unwritten[0]
+                seq = self.outbox.append(event_id, kind, payload)
+                self._unwritten.popleft()
+                self._unwritten_bytes -= len(payload)
+                if seq is not None:
+                    stored.append((seq, payload))
+        except sqlite3.Error as exc:
             self.counters.add("outbox_write_failed")
-            log.error("outbox event=write_failed id=%s kind=%s error=%r failed_total=%d", event["id"],
-                      event["kind"], str(exc), self.counters["outbox_write_failed"])
+            now = time.monotonic()
+            if now - self._unwritten_logged >= UNWRITTEN_LOG_EVERY_S:
+                self._unwritten_logged = now
+                log.error("outbox event=write_still_failing unwritten=%d bytes=%d acks_held=%d for_s=%.0f error=%r",
+                          len(self._unwritten), self._unwritten_bytes, len(self._held_acks),
+                          now - self._unwritten_since, str(exc))
+        if stored and self.uplink is not None:
+            self.uplink.notify(stored)
+        if self._unwritten:
+            return
+        held, self._held_acks = self._held_acks, []
+        log.warning("outbox event=write_recovered written=%d acks_released=%d after_s=%.1f",
+                    len(stored), len(held), time.monotonic() - self._unwritten_since)
+        for ack in held:
+            ack()
 
     def _handle_config(self, payload: bytes) -> None:
         assert self.store is not None
@@ -415,28 +492,51 @@ class Agent:
             ob = self.outbox.stats()
             outbox = {"depth": ob.depth, "bytes": ob.bytes, "oldestAgeMs": ob.oldest_age_ms,
                       "dropped": ob.dropped, "droppedFull": ob.dropped_full,
-                      "droppedExpired": ob.dropped_expired, "refused": ob.refused}
-            counters["dropped"] = ob.dropped + counters.get("queue_full", 0)
+                      "droppedExpired": ob.dropped_expired, "refused": ob.refused,
+                      # events the disk refused, waiting in memory, and the sensor messages
+                      # left unacknowledged meanwhile (see _store)
+                      "unwritten": len(self._unwritten), "unwrittenBytes": self._unwritten_bytes,
+                      "acksHeld": len(self._held_acks)}
+            counters["dropped"] = (ob.dropped + counters.get("queue_full", 0)
+                                   + counters.get("outbox_unwritten_dropped", 0))
         return status_document(self.gateway, state, config_version=self.applied_version,
                                counters=counters, outbox=outbox, started_ms=self.started_ms,
                                pid=os.getpid())
 
     def _status_loop(self) -> None:
+        """Disk housekeeping and the state file every ``local_interval_s``; the status message
+        every ``interval_s`` or when asked. A disk that refuses writes must not silence the
+        status message: that is where the operator sees it (``outbox.unwritten``)."""
         s = self.settings.status
         state_path = self.settings.data_path(s.state_file)
         next_publish = 0.0
         next_local = 0.0
+        state_file_failing = False
         while not self._stopping.is_set():
             now = time.monotonic()
             publish = self._status_now.is_set() or now >= next_publish
             if publish or now >= next_local:
+                next_local = now + s.local_interval_s
                 try:
+                    if self._unwritten:
+                        with self._engine_lock:
+                            self._write_unwritten()
                     if self.outbox is not None:
                         self.outbox.expire()     # an idle gateway must age out old events too
                         self.outbox.checkpoint()
+                except sqlite3.Error as exc:
+                    log.error("outbox event=housekeeping_failed error=%r", str(exc))
+                except Exception:
+                    log.exception("status event=error")
+                try:
                     doc = self.status()
-                    write_state_file(state_path, doc)
-                    next_local = now + s.local_interval_s
+                    try:
+                        write_state_file(state_path, doc)
+                        state_file_failing = False
+                    except OSError as exc:
+                        if not state_file_failing:
+                            log.error("status event=state_file_failed path=%s error=%r", state_path, str(exc))
+                        state_file_failing = True
                     if publish and self.cloud is not None and self.cloud.connected.is_set():
                         self._status_now.clear()
                         self.cloud.publish_soon(topics.status_topic(self.gateway), encode_status(doc), qos=1,
@@ -463,6 +563,13 @@ class Agent:
         for thread in self._threads:
             if thread.name == "engine":
                 thread.join(timeout=30)
+        with self._engine_lock:
+            self._write_unwritten()    # a last try: released acknowledgements leave before DISCONNECT
+            if self._unwritten:
+                log.error("outbox event=unwritten_at_stop events=%d bytes=%d acks_held=%d consequence=%r",
+                          len(self._unwritten), self._unwritten_bytes, len(self._held_acks),
+                          "not stored; the local broker delivers the unacknowledged sensor messages again "
+                          "at the next start" if self._held_acks else "lost (no message to deliver again)")
         if self.local is not None and keep_session:
             self.local.stop()      # its DISCONNECT leaves after the acknowledgements queued before it
         drained = True

@@ -17,7 +17,7 @@ from typing import Any
 COUNTER_NAMES = (
     "messages_in", "bytes_in", "malformed", "oversized", "unknown_stream", "queue_full",
     "triples", "matches", "significant", "below_deadband", "rate_limited",
-    "config_applied", "config_rejected", "outbox_write_failed",
+    "config_applied", "config_rejected", "outbox_write_failed", "outbox_unwritten_dropped",
 )
 
 

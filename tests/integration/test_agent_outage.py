@@ -1,11 +1,22 @@
-"""Store-and-forward under faults: the cloud broker goes away, the agent is killed with -9."""
+"""Store-and-forward under faults: the cloud broker goes away, the agent is killed with -9,
+the disk refuses writes."""
 from __future__ import annotations
 
+import resource
 import time
 
 import pytest
 from agent_harness import (ALARM, AgentProcess, CloudWatcher, Publisher, alarm, config_document, dedup, levels,
                            push_config, wait_for)
+
+
+def apply_alarm_pattern(cloud_broker, watcher: CloudWatcher) -> None:
+    """Push config version 1, with only the alarm pattern, and wait until the agent applied it."""
+    cloud = Publisher(cloud_broker, "cloud-publisher")
+    push_config(cloud, 1, config_document(1, patterns={"alarm": ALARM}))
+    watcher.wait_ack(1)
+    cloud.close()
+
 
 @pytest.fixture
 def sensors(mqtt_broker):
@@ -16,13 +27,10 @@ def sensors(mqtt_broker):
 
 def test_cloud_outage_loses_nothing_and_keeps_order(tmp_path, mqtt_broker, mqtt_broker2, sensors):
     watcher = CloudWatcher(mqtt_broker2)
-    cloud = Publisher(mqtt_broker2, "cloud-publisher")
     agent = AgentProcess(tmp_path / "agent", mqtt_broker, mqtt_broker2,
                          {"outbox": {"max_rate_per_s": 200, "max_inflight": 20}}).start()
     try:
-        push_config(cloud, 1, config_document(1, patterns={"alarm": ALARM}))
-        watcher.wait_ack(1)
-        cloud.close()
+        apply_alarm_pattern(mqtt_broker2, watcher)
         for n in range(1, 21):
             sensors.publish("ew/in/alarm/s1", alarm(n))
         wait_for(lambda: len(dedup(watcher.matches("alarm"))) == 20, 30, "20 matches before the outage")
@@ -93,13 +101,10 @@ def test_kill_9_mid_stream_then_restart_loses_no_sensor_message(tmp_path, mqtt_b
     while it was down, are delivered again by the local broker (persistent session; an
     acknowledgement only after handling), so each one's match arrives."""
     watcher = CloudWatcher(mqtt_broker2)
-    cloud = Publisher(mqtt_broker2, "cloud-publisher")
     agent = AgentProcess(tmp_path / "agent", mqtt_broker, mqtt_broker2).start()
     restarted = AgentProcess(tmp_path / "agent", mqtt_broker, mqtt_broker2)
     try:
-        push_config(cloud, 1, config_document(1, patterns={"alarm": ALARM}))
-        watcher.wait_ack(1)
-        cloud.close()
+        apply_alarm_pattern(mqtt_broker2, watcher)
         for n in range(1, 1001):               # a burst: part of it is in flight at the kill
             sensors.publish("ew/in/alarm/s1", alarm(n), wait=False)
         wait_for(lambda: len(watcher.matches("alarm")) >= 50, 30, "the burst under way")
@@ -120,6 +125,75 @@ def test_kill_9_mid_stream_then_restart_loses_no_sensor_message(tmp_path, mqtt_b
         # 0-11 in our runs, never the whole part handled before the kill.
         twice = len(received) - 1200
         assert twice < handled_before // 2, f"{twice} alarms handled twice; {handled_before} before the kill"
+        assert "link=local event=connected session_present=True" in restarted.log(since_start=True)
+    finally:
+        agent.kill()
+        restarted.stop()
+        watcher.close()
+
+
+def _cloud_status(watcher: CloudWatcher) -> dict:
+    """The newest status the agent published on the cloud broker (its state file cannot be
+    written while the disk refuses writes, but the status message still goes out)."""
+    with watcher.lock:
+        return watcher.statuses[-1] if watcher.statuses else {}
+
+
+def _disk_refuses_writes(pid: int, refuse: bool) -> None:
+    """Make every file write of process ``pid`` fail, as on a full disk, or let them work again.
+
+    A file-size limit of 0 bytes makes each write to a regular file fail with EFBIG (Python
+    ignores the SIGXFSZ that comes with it); SQLite reports a disk I/O error, like for ENOSPC.
+    Only the soft limit moves, so a process of the same user may raise it again."""
+    _, hard = resource.prlimit(pid, resource.RLIMIT_FSIZE)
+    resource.prlimit(pid, resource.RLIMIT_FSIZE, (0 if refuse else hard, hard))
+
+
+def test_outbox_write_failures_hold_events_and_sensor_messages_until_the_disk_recovers(
+        tmp_path, mqtt_broker, mqtt_broker2, sensors):
+    """An event the outbox cannot store (disk full, I/O error) waits in memory, in order, and
+    the sensor messages handled meanwhile stay unacknowledged. When writes work again, every
+    event arrives; if the agent dies first, the local broker delivers those messages again."""
+    watcher = CloudWatcher(mqtt_broker2)
+    agent = AgentProcess(tmp_path / "agent", mqtt_broker, mqtt_broker2).start()
+    restarted = AgentProcess(tmp_path / "agent", mqtt_broker, mqtt_broker2)
+
+    def received() -> list[int]:
+        return levels(dedup(watcher.matches("alarm")))
+
+    def handled(n: int) -> bool:
+        return _cloud_status(watcher).get("counters", {}).get("messages_in", 0) >= n
+
+    try:
+        apply_alarm_pattern(mqtt_broker2, watcher)
+        for n in range(1, 11):
+            sensors.publish("ew/in/alarm/s1", alarm(n))
+        wait_for(lambda: received() == list(range(1, 11)), 30, "10 matches before the disk fails")
+
+        # 1. The disk refuses writes for a while, then takes them again.
+        _disk_refuses_writes(agent.proc.pid, True)
+        for n in range(11, 41):
+            sensors.publish("ew/in/alarm/s1", alarm(n), wait=False)
+        wait_for(lambda: handled(40), 30, "the agent handled the 30 messages sent while the disk refuses writes")
+        wait_for(lambda: _cloud_status(watcher).get("outbox", {}).get("unwritten") == 30, 30,
+                 lambda: f"30 events waiting in memory; status {_cloud_status(watcher)}")
+        assert received() == list(range(1, 11))       # never published before they are on disk
+        _disk_refuses_writes(agent.proc.pid, False)
+        wait_for(lambda: received() == list(range(1, 41)), 30,
+                 lambda: f"all 40 matches once the disk recovered; got {received()}")
+        assert "outbox event=write_recovered" in agent.log(since_start=True)
+
+        # 2. The disk refuses writes, and the agent is killed before it recovers.
+        _disk_refuses_writes(agent.proc.pid, True)
+        for n in range(41, 61):
+            sensors.publish("ew/in/alarm/s1", alarm(n), wait=False)
+        wait_for(lambda: _cloud_status(watcher).get("outbox", {}).get("unwritten") == 20, 30,
+                 lambda: f"20 events waiting in memory; status {_cloud_status(watcher)}")
+        agent.kill()
+        restarted.start()
+        wait_for(lambda: set(received()) == set(range(1, 61)), 60,
+                 lambda: f"all 60 matches after the restart; missing {sorted(set(range(1, 61)) - set(received()))}")
+        assert list(dict.fromkeys(received())) == list(range(1, 61))   # first arrivals in order
         assert "link=local event=connected session_present=True" in restarted.log(since_start=True)
     finally:
         agent.kill()

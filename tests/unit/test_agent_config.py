@@ -66,3 +66,10 @@ def test_session_expiry_defaults_differ_per_broker_and_survive_partial_sections(
         settings_from_dict({"cloud": {"session_expiry_s": 0}})
     with pytest.raises(SettingsError, match="local.session_expiry_s"):
         settings_from_dict({"local": {"session_expiry_s": -1}})
+
+
+def test_unwritten_bound_defaults_and_validation():
+    assert settings_from_dict({}).outbox.unwritten_max_bytes == 8 * 1024 * 1024
+    assert settings_from_dict({"outbox": {"unwritten_max_bytes": 0}}).outbox.unwritten_max_bytes == 0
+    with pytest.raises(SettingsError, match="outbox.unwritten_max_bytes"):
+        settings_from_dict({"outbox": {"unwritten_max_bytes": -1}})
