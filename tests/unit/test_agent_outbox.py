@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import subprocess
+import sys
 
 from edgewave.agent.outbox import Outbox
 
@@ -138,3 +140,32 @@ def test_checkpoint_copies_the_wal_and_keeps_it_from_growing(tmp_path):
     box.close()
     again = make(path)
     assert [r.seq for r in again.pending_after(0, 10)] == [seq]
+
+
+def test_a_drop_the_disk_refuses_leaves_the_outbox_and_its_figures_as_they_were(tmp_path):
+    """Full outbox, drop_oldest, and the disk refuses the delete: the append fails (the agent
+    then keeps the event in memory), and depth and bytes still describe the file. Run in a
+    child process, whose file-size limit of 0 bytes makes every file write fail (EFBIG),
+    as on a full disk; pytest's own files must not be affected."""
+    script = f"""
+import resource, sqlite3
+from edgewave.agent.outbox import Outbox
+box = Outbox({str(tmp_path / "o.db")!r}, max_bytes=1000, max_age_s=3600)
+for i in range(10):
+    box.append(f"id{{i}}", "match", b"x" * 100)
+before = box.stats()
+resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+try:
+    box.append("id10", "match", b"x" * 100)       # needs the oldest dropped first
+    print("appended")
+except sqlite3.OperationalError as exc:
+    print("refused:", exc)
+after = box.stats()
+rows = box.pending_after(0, 100)
+print(before.depth, before.bytes, after.depth, after.bytes, len(rows), sum(len(r.payload) for r in rows))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    refused, figures = done.stdout.splitlines()
+    assert refused == "refused: disk I/O error"
+    assert figures.split() == ["10", "1000"] * 3
