@@ -90,6 +90,7 @@ class Agent:
         self._held_acks: list[Ack] = []
         self._unwritten_since = 0.0
         self._unwritten_logged = 0.0
+        self._state_file_failing = False
         self._stopping = threading.Event()
         self._status_now = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -511,7 +512,6 @@ class Agent:
         state_path = self.settings.data_path(s.state_file)
         next_publish = 0.0
         next_local = 0.0
-        state_file_failing = False
         while not self._stopping.is_set():
             now = time.monotonic()
             publish = self._status_now.is_set() or now >= next_publish
@@ -530,13 +530,7 @@ class Agent:
                     log.exception("status event=error")
                 try:
                     doc = self.status()
-                    try:
-                        write_state_file(state_path, doc)
-                        state_file_failing = False
-                    except OSError as exc:
-                        if not state_file_failing:
-                            log.error("status event=state_file_failed path=%s error=%r", state_path, str(exc))
-                        state_file_failing = True
+                    self._save_state(state_path, doc)
                     if publish and self.cloud is not None and self.cloud.connected.is_set():
                         self._status_now.clear()
                         self.cloud.publish_soon(topics.status_topic(self.gateway), encode_status(doc), qos=1,
@@ -545,6 +539,18 @@ class Agent:
                 except Exception:
                     log.exception("status event=error")
             self._status_now.wait(timeout=max(0.05, min(next_local, next_publish) - time.monotonic()))
+
+    def _save_state(self, path: Path, doc: dict[str, Any]) -> None:
+        """The state file for `edgewave-agent status`; a disk that refuses it is logged once
+        per episode and holds up nothing else."""
+        try:
+            write_state_file(path, doc)
+        except OSError as exc:
+            if not self._state_file_failing:
+                log.error("status event=state_file_failed path=%s error=%r", path, str(exc))
+            self._state_file_failing = True
+        else:
+            self._state_file_failing = False
 
     # -- shutdown --------------------------------------------------------------------------
     def stop(self) -> None:
