@@ -70,7 +70,7 @@ class InputSettings:
 
     qos: int = 1
     max_message_bytes: int = 16384   # larger messages are counted as oversized and dropped
-    queue_max: int = 20000           # messages queued behind other work; beyond: counted drop
+    queue_max: int = 20000           # messages queued behind other work; beyond: QoS 0 ones dropped, counted
     # Stream segment of the topic -> stream IRI the patterns name (without angle brackets).
     streams: dict[str, str] = field(default_factory=dict)
     # Rule for segments not in ``streams``; ``{stream}`` is the segment. null: such

@@ -79,7 +79,11 @@ class Agent:
         self.engine: Engine | None = None          # built in start(), used by the engine thread only
         self._matches: list[Match] = []
         self._engine_stats: dict[str, Any] = {}
-        self._work: queue.Queue[tuple] = queue.Queue(maxsize=settings.input.queue_max)
+        # Work for the engine thread. Sensor messages without an acknowledgement (QoS 0, or
+        # no persistent local session) are dropped beyond input.queue_max; the others are
+        # bounded by the broker, which sends at most queue_max unacknowledged ones (MQTT 5
+        # Receive Maximum), so one is never dropped: dropping it would acknowledge it.
+        self._work: queue.Queue[tuple] = queue.Queue()
         self._engine_lock = threading.Lock()
         self._backlog = 0                           # work items queued or being handled
         self._last_arrival_ms = 0
@@ -187,26 +191,25 @@ class Agent:
     def _on_sensor_message(self, topic: str, payload: bytes, retained: bool, ack: Ack | None) -> None:
         """Network thread: handle the message right here unless older work is queued.
 
-        ``ack`` (persistent local session) is called once the message is handled, or
-        dropped and counted, under the engine lock: acknowledgements then leave in arrival
-        order."""
+        ``ack`` (QoS 1 or 2 on the persistent local session) is called once the message is
+        handled, under the engine lock: acknowledgements then leave in arrival order. Only
+        a message without one can be dropped (counted) when input.queue_max items wait."""
         item = (_SENSOR, topic, payload, _now_ms(), ack)
         with self._engine_lock:
             if not self._backlog:
                 self._handle(item)
                 self._acknowledge(ack)
                 return
-            self._backlog += 1
-        try:
+            full = ack is None and self._backlog >= self.settings.input.queue_max
+            if not full:
+                self._backlog += 1
+        if not full:
             self._work.put_nowait(item)
-        except queue.Full:
-            with self._engine_lock:
-                self._backlog -= 1
-                self._acknowledge(ack)
-            self.counters.add("queue_full")
-            if self.counters["queue_full"] % 1000 == 1:
-                log.error("input event=queue_full dropped_total=%d queue_max=%d",
-                          self.counters["queue_full"], self.settings.input.queue_max)
+            return
+        self.counters.add("queue_full")
+        if self.counters["queue_full"] % 1000 == 1:
+            log.error("input event=queue_full dropped_total=%d queue_max=%d",
+                      self.counters["queue_full"], self.settings.input.queue_max)
 
     def _on_cloud_message(self, topic: str, payload: bytes, retained: bool, ack: Ack | None) -> None:
         if topic == topics.config_topic(self.gateway) and payload:
@@ -222,7 +225,7 @@ class Agent:
         self._enqueue((_RELOAD,))
 
     def _enqueue(self, item: tuple) -> None:
-        """Queue work for the engine thread; never dropped (blocks briefly if the queue is full)."""
+        """Queue work for the engine thread; never dropped (a config document or a reload)."""
         with self._engine_lock:
             self._backlog += 1
         self._work.put(item)
@@ -262,10 +265,10 @@ class Agent:
             self._backlog -= 1
 
     def _acknowledge(self, ack: Ack | None) -> None:
-        """A sensor message is handled (or dropped and counted): acknowledge it, unless events
-        are waiting for the disk. Then it waits with them, because acknowledgements leave in
-        arrival order, and an unacknowledged message is the broker's to deliver again if the
-        agent dies. Caller holds the engine lock."""
+        """A sensor message is handled: acknowledge it, unless events are waiting for the
+        disk. Then it waits with them, because acknowledgements leave in arrival order, and
+        an unacknowledged message is the broker's to deliver again if the agent dies.
+        Caller holds the engine lock."""
         if ack is None:
             return
         if self._unwritten:

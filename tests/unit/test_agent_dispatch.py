@@ -7,8 +7,8 @@ from edgewave.agent.config import settings_from_dict
 from edgewave.agent.runtime import _CONFIG, _SENSOR, Agent
 
 
-def recording_agent() -> tuple[Agent, list]:
-    agent = Agent(settings_from_dict({}))
+def recording_agent(settings: dict | None = None) -> tuple[Agent, list]:
+    agent = Agent(settings_from_dict(settings or {}))
     handled: list = []
     agent._handle_sensor = lambda topic, payload, arrival_ms: handled.append(payload)
     agent._handle_config = lambda payload: handled.append(payload)
@@ -64,9 +64,16 @@ def test_acknowledgements_follow_handling_in_arrival_order() -> None:
     assert acked == [(b"m1", True), (b"m2", True), (b"m3", True), (b"m4", True)]
 
 
-def test_a_message_dropped_on_a_full_queue_is_acknowledged_and_counted() -> None:
-    agent = Agent(settings_from_dict({"input": {"queue_max": 1}}))
+def test_a_message_awaiting_acknowledgement_is_queued_even_beyond_queue_max() -> None:
+    """Acknowledging a dropped QoS 1 message would lose it; the broker's Receive Maximum
+    (queue_max unacknowledged) bounds these instead. Without an ack (QoS 0) it is dropped."""
+    agent, handled = recording_agent({"input": {"queue_max": 1}})
     agent._on_cloud_message(f"ew/{agent.gateway}/config", b"config", False, None)
     acked: list = []
-    agent._on_sensor_message("ew/in/alarm/s1", b"m1", False, lambda: acked.append(b"m1"))
-    assert acked == [b"m1"] and agent.counters["queue_full"] == 1
+    for name in (b"m1", b"m2"):
+        agent._on_sensor_message("ew/in/alarm/s1", name, False, lambda name=name: acked.append(name))
+    agent._on_sensor_message("ew/in/alarm/s1", b"q0", False, None)
+    assert acked == [] and agent.counters["queue_full"] == 1 and agent._backlog == 3
+    while not agent._work.empty():
+        agent._work_once(agent._work.get_nowait())
+    assert handled == [b"config", b"m1", b"m2"] and acked == [b"m1", b"m2"]
