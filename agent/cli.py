@@ -86,6 +86,9 @@ def cmd_run(settings: AgentSettings) -> int:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGHUP, lambda *_: agent.request_reload())
     try:
+        if not agent.wait_for_storage(stop):
+            agent.stop()
+            return 0
         agent.start()
     except (ConfigRejected, OSError) as exc:
         # A broken bootstrap document or an unusable data_dir: an operator error, not a crash.

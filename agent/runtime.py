@@ -28,6 +28,7 @@ patterns it had, even while the cloud is unreachable.
 """
 from __future__ import annotations
 
+import errno
 import gc
 import logging
 import os
@@ -59,6 +60,9 @@ log = logging.getLogger("edgewave.agent")
 
 _SENSOR, _CONFIG, _RELOAD, _STOP = "sensor", "config", "reload", "stop"
 UNWRITTEN_LOG_EVERY_S = 60.0   # while the disk refuses events: one reminder a minute
+# What a disk that refuses writes reports outside SQLite (which says "disk I/O error" or
+# "database or disk is full" for all of these).
+DISK_REFUSALS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG, errno.EROFS})
 
 
 def _now_ms() -> int:
@@ -141,14 +145,51 @@ class Agent:
 
     def open_storage(self) -> None:
         """The outbox, the config store, and the engine with the last applied config: all
-        that comes back before any connection (``start`` runs it first)."""
+        that comes back before any connection (``start`` runs it first). What is open
+        already stays open, so a failed call can be repeated."""
         s = self.settings
         Path(s.data_dir).mkdir(parents=True, exist_ok=True)
-        self.outbox = Outbox(s.data_path(s.outbox.path), max_bytes=s.outbox.max_bytes,
-                             max_age_s=s.outbox.max_age_s, policy=s.outbox.policy,
-                             synchronous=s.outbox.synchronous)
-        self.store = ConfigStore(s.data_path(s.config.store), keep=s.config.keep)
-        self._load_applied_config()
+        if self.outbox is None:
+            self.outbox = Outbox(s.data_path(s.outbox.path), max_bytes=s.outbox.max_bytes,
+                                 max_age_s=s.outbox.max_age_s, policy=s.outbox.policy,
+                                 synchronous=s.outbox.synchronous)
+        if self.store is None:
+            self.store = ConfigStore(s.data_path(s.config.store), keep=s.config.keep)
+        if self.engine is None:
+            self._load_applied_config()
+
+    def wait_for_storage(self, stop: threading.Event) -> bool:
+        """``open_storage``, retried every ``status.local_interval_s`` while the disk refuses
+        it (full, I/O error, read-only); False if ``stop`` is set first.
+
+        Exiting instead would make a crash loop under systemd, a traceback every few
+        seconds, and gain nothing: until the agent connects, the local broker keeps the
+        sensor messages for its persistent session, and they arrive once the disk
+        recovers. Other errors (a bad bootstrap document, no permission) are raised."""
+        failing_since = logged = 0.0
+        while True:
+            try:
+                self.open_storage()
+            except (sqlite3.OperationalError, OSError) as exc:
+                if isinstance(exc, OSError) and exc.errno not in DISK_REFUSALS:
+                    raise
+                now = time.monotonic()
+                if not failing_since:
+                    failing_since = logged = now
+                    log.error("agent event=storage_unavailable data_dir=%s error=%r action=%r",
+                              self.settings.data_dir, str(exc),
+                              f"retrying every {self.settings.status.local_interval_s:g} s before connecting; "
+                              "the local broker keeps the sensor messages meanwhile")
+                elif now - logged >= UNWRITTEN_LOG_EVERY_S:
+                    logged = now
+                    log.error("agent event=storage_still_unavailable for_s=%.0f error=%r",
+                              now - failing_since, str(exc))
+                if stop.wait(self.settings.status.local_interval_s):
+                    return False
+                continue
+            if failing_since:
+                log.info("agent event=storage_recovered after_s=%.1f", time.monotonic() - failing_since)
+            return True
 
     def _spawn(self, name: str, target: Any) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
@@ -601,7 +642,7 @@ class Agent:
                 except Exception:
                     pass
             self.cloud.stop()
-        write_state_file(self.settings.data_path(self.settings.status.state_file), final)
+        self._save_state(self.settings.data_path(self.settings.status.state_file), final)
         depth = self.outbox.stats().depth if self.outbox else 0
         if self.outbox is not None:
             self.outbox.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -253,6 +254,13 @@ def _kill_leftovers() -> None:
         agent.kill()
 
 
+def _copy_lines(pipe: Any, path: Path) -> None:
+    with pipe, open(path, "ab") as out:
+        for line in iter(pipe.readline, b""):
+            out.write(line)
+            out.flush()
+
+
 class AgentProcess:
     """``edgewave-agent run`` as a real subprocess with its own YAML, data dir and log."""
 
@@ -289,12 +297,22 @@ class AgentProcess:
         self.proc: subprocess.Popen | None = None
         self._log = None
 
-    def start(self, wait_subscribed: bool = True) -> "AgentProcess":
+    def start(self, wait_subscribed: bool = True, file_size_limit: int | None = None) -> "AgentProcess":
+        """Run the agent; ``file_size_limit`` (bytes, its soft RLIMIT_FSIZE) makes every file
+        write beyond it fail, as on a full disk (see test_agent_outage.py). The log then
+        comes through a pipe, which the limit does not touch, and a thread here copies it."""
         self._log = open(self.log_path, "ab")
         self._log_start = self.log_path.stat().st_size
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen([sys.executable, "-m", "edgewave.agent.cli", "run", "--config",
-                                      str(self.config_path)], stdout=self._log, stderr=self._log, env=env)
+        command = [sys.executable, "-m", "edgewave.agent.cli", "run", "--config", str(self.config_path)]
+        if file_size_limit is None:
+            self.proc = subprocess.Popen(command, stdout=self._log, stderr=self._log, env=env)
+        else:
+            hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+            self.proc = subprocess.Popen(
+                command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, hard)))
+            threading.Thread(target=_copy_lines, args=(self.proc.stdout, self.log_path), daemon=True).start()
         _RUNNING.append(self)
         if wait_subscribed:
             try:

@@ -199,3 +199,44 @@ def test_outbox_write_failures_hold_events_and_sensor_messages_until_the_disk_re
         agent.kill()
         restarted.stop()
         watcher.close()
+
+
+def test_an_agent_started_on_a_full_disk_waits_for_it_and_then_delivers_everything(
+        tmp_path, mqtt_broker, mqtt_broker2, sensors):
+    """A (re)start while the disk refuses writes: the agent neither exits (under systemd, a
+    crash loop) nor connects; it says why and retries. The local broker keeps the sensor
+    messages for the agent's session meanwhile, and once the disk takes writes again every
+    match arrives, in order."""
+    watcher = CloudWatcher(mqtt_broker2)
+    agent = AgentProcess(tmp_path / "agent", mqtt_broker, mqtt_broker2).start()
+
+    def received() -> list[int]:
+        return levels(dedup(watcher.matches("alarm")))
+
+    try:
+        apply_alarm_pattern(mqtt_broker2, watcher)
+        for n in range(1, 6):
+            sensors.publish("ew/in/alarm/s1", alarm(n))
+        wait_for(lambda: received() == list(range(1, 6)), 30, "5 matches before the restart")
+        assert agent.stop() == 0
+
+        agent.start(wait_subscribed=False, file_size_limit=0)
+        wait_for(lambda: "agent event=storage_unavailable" in agent.log(since_start=True) or agent._dead(), 30,
+                 "the agent says the disk refuses its files")
+        assert not agent._dead(), agent.log(since_start=True)
+        for n in range(6, 21):
+            sensors.publish("ew/in/alarm/s1", alarm(n))
+        time.sleep(1.5)                                   # several retries (every 0.2 s here)
+        assert agent.proc.poll() is None, agent.log(since_start=True)
+        assert "event=connected" not in agent.log(since_start=True)
+        assert received() == list(range(1, 6))
+
+        _disk_refuses_writes(agent.proc.pid, False)
+        wait_for(lambda: received() == list(range(1, 21)), 30,
+                 lambda: f"all 20 matches once the disk recovered; got {received()}")
+        log = agent.log(since_start=True)
+        assert "agent event=storage_recovered" in log and "Traceback" not in log
+        assert "link=local event=connected session_present=True" in log
+    finally:
+        agent.stop()
+        watcher.close()
