@@ -59,7 +59,7 @@ from edgewave.shared.events import encode_event, match_event, significant_event
 log = logging.getLogger("edgewave.agent")
 
 _SENSOR, _CONFIG, _RELOAD, _STOP = "sensor", "config", "reload", "stop"
-UNWRITTEN_LOG_EVERY_S = 60.0   # while the disk refuses events: one reminder a minute
+DISK_REMINDER_EVERY_S = 60.0   # while the disk refuses events or, at start-up, the files: one reminder a minute
 # What a disk that refuses writes reports outside SQLite (which says "disk I/O error" or
 # "database or disk is full" for all of these).
 DISK_REFUSALS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG, errno.EROFS})
@@ -180,7 +180,7 @@ class Agent:
                               self.settings.data_dir, str(exc),
                               f"retrying every {self.settings.status.local_interval_s:g} s before connecting; "
                               "the local broker keeps the sensor messages meanwhile")
-                elif now - logged >= UNWRITTEN_LOG_EVERY_S:
+                elif now - logged >= DISK_REMINDER_EVERY_S:
                     logged = now
                     log.error("agent event=storage_still_unavailable for_s=%.0f error=%r",
                               now - failing_since, str(exc))
@@ -427,7 +427,7 @@ class Agent:
         except sqlite3.Error as exc:
             self.counters.add("outbox_write_failed")
             now = time.monotonic()
-            if now - self._unwritten_logged >= UNWRITTEN_LOG_EVERY_S:
+            if now - self._unwritten_logged >= DISK_REMINDER_EVERY_S:
                 self._unwritten_logged = now
                 log.error("outbox event=write_still_failing unwritten=%d bytes=%d acks_held=%d for_s=%.0f error=%r",
                           len(self._unwritten), self._unwritten_bytes, len(self._held_acks),
