@@ -2,10 +2,16 @@
 # Installs the Debian packages edgewave's tests and demo need, only where missing.
 # mosquitto: the real MQTT broker the tests and the demo run.
 # Java 17+: Spark (the cloud tier). chromium: the dashboard's browser tests.
+# python3-venv: venvs for Debian's python3.
 set -euo pipefail
 
 need=()
 command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || need+=(mosquitto)
+# Debian's python3 (the Makefile's interpreter where it exists) makes venvs only with
+# ensurepip, which Debian ships separately.
+if [ -x /usr/bin/python3 ] && ! /usr/bin/python3 -c 'import ensurepip' >/dev/null 2>&1; then
+  need+=(python3-venv)
+fi
 if ! command -v java >/dev/null 2>&1; then
   need+=(openjdk-17-jre-headless)
 else
