@@ -292,16 +292,16 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], hold: list | None 
     out.flush()
     finished = time.perf_counter()
 
-    stats = engine.stats()
+    # The counters only: engine.stats() also walks every memory (0.6 % of a BSBM run).
     seconds = finished - loaded
-    rate = stats["triples_in"] / seconds if seconds > 0 else 0.0
+    rate = engine.triples_in / seconds if seconds > 0 else 0.0
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     _report_errors("static", static_errors, err)
     _report_errors("malformed", stream_errors, err)
     per_query = " ".join(f"matches[{name}]={n}" for name, n in engine.matches_per_query().items())
     print(
-        f"edgewave match: triples_in={stats['triples_in']} entailed={stats['entailed']} "
-        f"matches={stats['matches']} malformed={len(stream_errors)} static={stats['static_triples']} "
+        f"edgewave match: triples_in={engine.triples_in} entailed={engine.entailed} "
+        f"matches={engine.matches} malformed={len(stream_errors)} static={len(engine.static_triples())} "
         f"seconds={seconds:.3f} triples_per_s={rate:.0f} total_seconds={finished - started:.3f} "
         f"peak_memory_mb={peak_mb:.1f} entailment={'off' if args.no_entailment else 'on'} {per_query}",
         file=err,
