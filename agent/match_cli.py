@@ -358,7 +358,7 @@ def main(argv: list[str] | None = None, hold: list | None = None) -> int:
 def console() -> None:
     """The ``edgewave`` command: ``main``, then exit without freeing the engine.
 
-    A run ends holding millions of tuples (memories, tokens, interned terms); freeing them
+    A run ends holding millions of tuples (memories, tokens, terms); freeing them
     one by one at interpreter exit takes a tenth of a run and serves nothing, so the
     process flushes its output and leaves with ``os._exit``.
     """

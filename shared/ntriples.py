@@ -1,7 +1,11 @@
 """N-Triples and N-Triples-star: the codec every edgewave component speaks on the wire.
 
-Terms are plain ``str`` in canonical N-Triples form, interned with ``sys.intern`` so that
-the engine can hash and compare them cheaply and hold millions of them in tuples:
+Terms are plain ``str`` in canonical N-Triples form, so that two spellings of a term are
+equal strings and the engine can hash, compare and hold millions of them in tuples. They
+are not interned: a stream's terms are mostly one-off (each observation's own IRI and
+value), and interning them grew the interpreter's table of interned strings, which never
+shrinks, by a step of several MB on an endless stream (README, "Measured"); repeated
+tokens share one string anyway through the fast path's caches below:
 
 - IRI ``<http://example.org/a>``: ``\\uXXXX``/``\\UXXXXXXXX`` escapes are decoded, except
   for characters an IRI may not contain (space, ``<>"{}|^`\\`` and controls), which stay
@@ -18,7 +22,7 @@ tuple, and ``serialize`` of any parsed triple parses back to that same tuple.
 Parsing has two paths. Almost every line on the wire is already canonical: three terms
 separated by single spaces and `` .`` at the end, with no escapes. The *fast path* splits
 such a line with ``str.split`` and looks each raw token up in a per-position cache of
-validated, canonical, interned terms; a token not seen before goes once through the full
+validated, canonical terms; a token not seen before goes once through the full
 parser's term rules and is cached. Whenever the fast path has any doubt (tabs, double
 spaces, a comment, quoted triples, escapes that change the token, an invalid token) it
 returns None and the *full parser*, a careful regex-and-position parser of the whole
@@ -34,7 +38,6 @@ mark.
 from __future__ import annotations
 
 import re
-import sys
 from functools import lru_cache
 from typing import Callable, Iterable, Iterator
 
@@ -61,7 +64,6 @@ __all__ = [
 
 Triple = tuple[str, str, str]
 
-_intern = sys.intern
 
 # Quoted triples nest; past this depth a line is rejected rather than risking recursion.
 MAX_QUOTED_DEPTH = 64
@@ -184,7 +186,7 @@ def _escape_iri(iri: str) -> str:
 
 # --------------------------------------------------------------------------------------
 # Full parser: every rule of the grammar, with the position and reason of any error.
-# Each rule takes (line, pos, line_no) and returns (canonical interned term, end pos).
+# Each rule takes (line, pos, line_no) and returns (canonical term, end pos).
 # --------------------------------------------------------------------------------------
 
 
@@ -200,7 +202,7 @@ def _iri(line: str, pos: int, line_no: int) -> tuple[str, int]:
         body = _escape_iri(body)
     elif not _SCHEME_RE.match(body):
         raise _relative_iri(line_no, pos, body)
-    return _intern(f"<{body}>"), m.end()
+    return f"<{body}>", m.end()
 
 
 def _relative_iri(line_no: int, pos: int, body: str) -> NTriplesError:
@@ -271,7 +273,7 @@ def _literal(line: str, pos: int, line_no: int) -> tuple[str, int]:
         end = lang.end()
         if line[end : end + 1] == "^":
             raise NTriplesError(line_no, end + 1, "a literal has a language tag or a datatype, not both")
-        return _intern(f'"{body}"@{lang.group(1).lower()}'), end
+        return f'"{body}"@{lang.group(1).lower()}', end
     if after == "^":
         if line[end + 1 : end + 2] != "^":
             raise NTriplesError(line_no, end + 2, "expected '^^' before a datatype IRI")
@@ -280,8 +282,8 @@ def _literal(line: str, pos: int, line_no: int) -> tuple[str, int]:
         datatype, end = _iri(line, end + 2, line_no)
         if line[end : end + 1] == "@":
             raise NTriplesError(line_no, end + 1, "a literal has a language tag or a datatype, not both")
-        return _intern(f'"{body}"^^{datatype}'), end
-    return _intern(f'"{body}"'), end
+        return f'"{body}"^^{datatype}', end
+    return f'"{body}"', end
 
 
 def _string_error(line: str, pos: int, line_no: int) -> NTriplesError:
@@ -317,7 +319,7 @@ def _blank(line: str, pos: int, line_no: int) -> tuple[str, int]:
         raise NTriplesError(
             line_no, pos + 1, "bad blank node: expected '_:' and a label starting with a letter, digit or '_'"
         )
-    return _intern(m.group()), m.end()
+    return m.group(), m.end()
 
 
 def _quoted(line: str, pos: int, line_no: int, depth: int) -> tuple[str, int]:
@@ -325,7 +327,7 @@ def _quoted(line: str, pos: int, line_no: int, depth: int) -> tuple[str, int]:
     if depth >= MAX_QUOTED_DEPTH:
         raise NTriplesError(line_no, pos + 1, f"quoted triples nested deeper than {MAX_QUOTED_DEPTH}")
     (s, p, o), end = _quoted_triple(line, pos, line_no, depth)
-    return _intern(f"<< {s} {p} {o} >>"), end
+    return f"<< {s} {p} {o} >>", end
 
 
 def _quoted_triple(line: str, pos: int, line_no: int, depth: int) -> tuple[Triple, int]:
@@ -429,7 +431,7 @@ def _parse_full(line: str, line_no: int = 0) -> Triple | None:
 # Fast path: canonical lines, raw tokens looked up in caches of validated terms.
 # --------------------------------------------------------------------------------------
 
-# raw token -> canonical interned term, one cache per position because the rules differ
+# raw token -> canonical term, one cache per position because the rules differ
 # (a literal may only be an object, a blank node not a predicate). Quoted triples never
 # enter: the token rules below have no quoted-triple case, and '<<' fails the IRI rule.
 _subjects: dict[str, str] = {}
@@ -496,7 +498,7 @@ def _learn(
 ) -> str | None:
     """The canonical term for a token never seen in this position, or None if it is not one."""
     if canonical(token):
-        term = _intern(token)
+        term = token
     else:
         try:
             term, end = rule(token)
@@ -673,7 +675,7 @@ def quoted_parts(term: str) -> Triple:
 def make_quoted(triple: Triple) -> str:
     """The quoted-triple term ``<< s p o >>`` of a triple of canonical terms."""
     s, p, o = triple
-    return _intern(f"<< {s} {p} {o} >>")
+    return f"<< {s} {p} {o} >>"
 
 
 @lru_cache(maxsize=65536)
@@ -690,7 +692,7 @@ def literal_parts(term: str) -> tuple[str, str | None, str | None]:
     if suffix[0] == "@":
         return lexical, None, suffix[1:]
     if suffix.startswith("^^<"):
-        return lexical, _intern(suffix[2:]), None
+        return lexical, suffix[2:], None
     raise ValueError(f"not a literal: {term!r}")
 
 
@@ -698,7 +700,7 @@ def make_iri(iri: str) -> str:
     """The IRI term ``<iri>`` for an absolute IRI given without angle brackets."""
     if not _SCHEME_RE.match(iri):
         raise ValueError(f"not an absolute IRI: {iri!r}")
-    return _intern(f"<{_escape_iri(iri)}>")
+    return f"<{_escape_iri(iri)}>"
 
 
 def make_literal(value: str, datatype: str | None = None, lang: str | None = None) -> str:
@@ -712,7 +714,7 @@ def make_literal(value: str, datatype: str | None = None, lang: str | None = Non
             raise ValueError("a literal has a language tag or a datatype, not both")
         if not _LANG_RE.fullmatch("@" + lang):
             raise ValueError(f"bad language tag: {lang!r}")
-        return _intern(f'"{body}"@{lang.lower()}')
+        return f'"{body}"@{lang.lower()}'
     if datatype is not None:
         if datatype[:1] == "<" and datatype[-1:] == ">":
             try:
@@ -723,8 +725,8 @@ def make_literal(value: str, datatype: str | None = None, lang: str | None = Non
                 raise ValueError(f"bad datatype {datatype!r}")
         else:
             term = make_iri(datatype)
-        return _intern(f'"{body}"^^{term}')
-    return _intern(f'"{body}"')
+        return f'"{body}"^^{term}'
+    return f'"{body}"'
 
 
 def make_blank(label: str) -> str:
@@ -732,4 +734,4 @@ def make_blank(label: str) -> str:
     term = "_:" + label
     if not _bnode_re().fullmatch(term):
         raise ValueError(f"bad blank node label: {label!r}")
-    return _intern(term)
+    return term

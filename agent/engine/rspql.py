@@ -36,14 +36,13 @@ window's width is the largest RANGE and its step the smallest STEP among them. A
 without RANGE (Sparkwave's Listing 2 sets the width outside the query) takes
 ``default_width_ms``; without one it is an error.
 
-Terms are produced in the canonical, interned form of docs/ARCHITECTURE.md. Blank nodes in
+Terms are produced in the canonical form of docs/ARCHITECTURE.md. Blank nodes in
 patterns (``_:b``, ``[]``, ``[ :p :o ]``) are non-distinguished variables named ``?_:b`` /
 ``?_:anonN``; the colon keeps them apart from user variables and out of ``SELECT *``.
 """
 from __future__ import annotations
 
 import re
-import sys
 from bisect import bisect_right
 from decimal import Decimal, ROUND_HALF_UP
 from functools import lru_cache
@@ -58,7 +57,6 @@ __all__ = ["parse_query", "parse_duration", "QuerySyntaxError"]
 
 XSD = "http://www.w3.org/2001/XMLSchema#"
 RDF_TYPE = "<http://www.w3.org/1999/02/22-rdf-syntax-ns#type>"
-_intern = sys.intern
 _SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
 
 # --------------------------------------------------------------------------- lexer
@@ -211,17 +209,17 @@ def _decode_uchars(text: str) -> str:
 
 
 def literal_term(lexical: str, datatype: str | None = None, lang: str | None = None) -> str:
-    """The canonical, interned term for a literal (the codec's own rule); ``datatype`` bare IRI."""
+    """The canonical term for a literal (the codec's own rule); ``datatype`` bare IRI."""
     if datatype is not None and not _SCHEME_RE.match(datatype):
-        return _intern('"' + make_literal(lexical)[1:-1] + '"^^<' + datatype + ">")  # relative datatype
+        return '"' + make_literal(lexical)[1:-1] + '"^^<' + datatype + ">"  # relative datatype
     return make_literal(lexical, datatype=datatype, lang=lang)
 
 
 def iri_term(iri: str) -> str:
-    """The canonical, interned term for an IRI given without brackets (relative ones kept)."""
+    """The canonical term for an IRI given without brackets (relative ones kept)."""
     if _SCHEME_RE.match(iri):
         return make_iri(iri)
-    return _intern("<" + iri + ">")
+    return "<" + iri + ">"
 
 
 def _is_ground(term: object) -> bool:
@@ -580,7 +578,7 @@ class _Parser:
             return RDF_TYPE
         if token.kind == "VAR":
             self.lexer.next()
-            return _intern("?" + token.text[1:])
+            return "?" + token.text[1:]
         if token.kind in ("IRI", "PNAME"):
             return self.iri("a predicate")
         raise self.expected("a predicate (an IRI, a prefixed name, 'a' or a variable)", token)
@@ -610,7 +608,7 @@ class _Parser:
 
     def fresh_blank(self) -> str:
         self.anon += 1
-        return _intern(f"?_:anon{self.anon}")
+        return f"?_:anon{self.anon}"
 
     def node(self, window: str | None, allow_literal: bool = False, what: str = "a subject"):
         """One RDF term or variable in a pattern (subject, object, or inside << >>)."""
@@ -618,12 +616,12 @@ class _Parser:
         kind = token.kind
         if kind == "VAR":
             self.lexer.next()
-            return _intern("?" + token.text[1:])
+            return "?" + token.text[1:]
         if kind in ("IRI", "PNAME"):
             return self.iri(what)
         if kind == "BNODE":
             self.lexer.next()
-            return _intern("?" + token.text)  # ?_:label, a non-distinguished variable
+            return "?" + token.text  # ?_:label, a non-distinguished variable
         if kind == "QOPEN":
             return self.quoted(window)
         if token.is_punct("[") and self.peek_anon():
