@@ -37,7 +37,7 @@ from itertools import islice
 from typing import IO, Iterable, Iterator
 
 from edgewave.agent.engine import Engine, Match
-from edgewave.shared.ntriples import NTriplesError, parse_line, parse_lines, recorded_line_parser
+from edgewave.shared.ntriples import NTriplesError, clear_term_caches, parse_line, parse_lines, read_recorded_lean
 from edgewave.shared.recorded import RecordedStreamError, read_recorded
 
 Triple = tuple[str, str, str]
@@ -127,37 +127,28 @@ def recorded_items(fh: Iterable[str], errors: list[NTriplesError]) -> Iterator[t
     """``(timestamp, triple)`` for each statement of a recorded stream; bad lines go to ``errors``.
 
     ``fh`` is text decoded with ``errors="surrogateescape"`` (see ``_open``). The usual line
-    (ASCII, digits, a tab, a statement the N-Triples fast path accepts, time not going
-    back) is handled here, without the shared reader's per-line checks: this loop is a
-    third of a whole run. Any other line goes back to bytes and to ``read_recorded`` (see
-    ``_slow_line``), so invalid UTF-8 and every other error is reported exactly as the
-    shared reader does.
+    is read by ``read_recorded_lean``, without the shared reader's per-line checks. Any
+    other ASCII line gets the full statement parser; a line it rejects, or a non-ASCII one,
+    goes back to bytes and to ``read_recorded`` (see ``_slow_line``), so invalid UTF-8 and
+    every other error is reported exactly as the shared reader does.
     """
-    last = -1
-    fast = recorded_line_parser()
-    for line_no, line in enumerate(fh, 1):
+
+    def other(line_no: int, line: str, last: int) -> tuple[int, Triple] | None:
         if line.isascii():
-            item = fast(line)
-            if item is None:
-                ts_text, tab, statement = line.partition("\t")
-                try:
-                    triple = parse_line(statement) if tab and ts_text.isdigit() else None
-                except NTriplesError:
-                    triple = None
-                if triple is not None:
-                    item = int(ts_text), triple
-            if item is not None:
-                ts = item[0]
+            ts_text, tab, statement = line.partition("\t")
+            try:
+                triple = parse_line(statement) if tab and ts_text.isdigit() else None
+            except NTriplesError:
+                triple = None
+            if triple is not None:
+                ts = int(ts_text)
                 if ts >= last:
-                    last = ts
-                    yield item
-                else:
-                    errors.append(RecordedStreamError(line_no, 1, _BACKWARDS.format(ts=ts, last=last)))
-                continue
-        item = _slow_line(line.encode("utf-8", "surrogateescape"), line_no, last, errors)
-        if item is not None:
-            last = item[0]
-            yield item
+                    return ts, triple
+                errors.append(RecordedStreamError(line_no, 1, _BACKWARDS.format(ts=ts, last=last)))
+                return None
+        return _slow_line(line.encode("utf-8", "surrogateescape"), line_no, last, errors)
+
+    return read_recorded_lean(fh, other)
 
 
 def _merged(
@@ -254,6 +245,10 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], hold: list | None 
         except ValueError as exc:
             raise UsageError(f"query {query.name}: {exc}") from None
     engine.add_static(static)
+    # The engine holds what it needs of these; the term caches hold every IRI of the
+    # schema (22,527 classes in the large BSBM one), which the stream rarely names again.
+    del schema, static
+    clear_term_caches()
 
     sources = []
     for arg in args.stream:

@@ -531,53 +531,56 @@ def _fast_path(line: str) -> Triple | None:
     return None
 
 
-def recorded_line_parser() -> Callable[[str], tuple[int, Triple] | None]:
-    """A parser for the common line of one recorded stream, ``<ms>\t<s> <p> <o> .``.
+def read_recorded_lean(
+    lines: Iterable[str], other: Callable[[int, str, int], tuple[int, Triple] | None]
+) -> Iterator[tuple[int, Triple]]:
+    """``(timestamp, triple)`` for each line of one recorded stream, the usual line read here.
 
-    It returns ``(timestamp, triple)``, or None, meaning: ask the full reader (which also
-    reports the error). Consecutive lines of a recorded stream usually share their
-    timestamp and subject (the triples of one observation arrive together), so the
-    parser remembers the previous line's head, ``<ms>\t<s>``, and reads it only when it
-    changes.
+    The usual line is ASCII, ``<ms>\t<s> <p> <o> .`` with terms the fast path accepts,
+    and its time does not go back. Every other line (blank, comment, escape, non-ASCII,
+    malformed, from the past) goes to ``other(line_no, line, last)``, ``last`` being the
+    time of the previous item: it returns the item to yield, or None after recording why.
+
+    This loop is a third of a whole ``edgewave match`` run, so the parse is written out in
+    it, not called (a call per line was 2.6 % of the run's instructions). Consecutive lines
+    usually share their timestamp and subject (the triples of one observation arrive
+    together), so the head ``<ms>\t<s>`` is read only when it changes.
     """
-    last_head = None
-    last_ts = 0
-    last_s = ""
     subjects = _subjects
     predicates = _predicates
     objects = _objects
-
-    def parse(line: str) -> tuple[int, Triple] | None:
-        nonlocal last_head, last_ts, last_s
-        parts = line.split(" ", 3)
-        if len(parts) != 4:
-            return None
-        head, p, o, dot = parts
-        if head == last_head:
-            ts = last_ts
-            s = last_s
-        else:
-            ts_text, tab, s = head.partition("\t")
-            if not tab or not ts_text.isdigit():
-                return None
-            s = subjects.get(s) or _learn(subjects, s, _subject_token, _CANONICAL_SUBJECT)
-            if not s:
-                return None
-            ts = int(ts_text)
-            last_head, last_ts, last_s = head, ts, s
-        # From here on this is _fast_path's tail, written out (it runs once per line);
-        # keep the two in step.
-        if dot != ".\n" and dot != ".":
-            o, _, dot = f"{o} {dot}".rpartition(" ")
-            if dot != ".\n" and dot != "." and dot != ".\r\n":
-                return None
-        p = predicates.get(p) or _learn(predicates, p, _predicate_token, _CANONICAL_SUBJECT)
-        o = objects.get(o) or _learn(objects, o, _object_token, _CANONICAL_OBJECT)
-        if p and o:
-            return ts, (s, p, o)
-        return None
-
-    return parse
+    learn = _learn
+    last = -1
+    last_head = None
+    last_ts = 0
+    last_s = ""
+    for line_no, line in enumerate(lines, 1):
+        if line.isascii():
+            parts = line.split(" ", 3)
+            if len(parts) == 4:
+                head, p, o, dot = parts
+                if head != last_head:
+                    ts_text, tab, s = head.partition("\t")
+                    if tab and ts_text.isdigit():
+                        s = subjects.get(s) or learn(subjects, s, _subject_token, _CANONICAL_SUBJECT)
+                        if s:
+                            last_head, last_ts, last_s = head, int(ts_text), s
+                if head == last_head and last_ts >= last:
+                    # From here on this is _fast_path's tail: keep the two in step.
+                    if dot != ".\n" and dot != ".":
+                        # A literal with spaces, or CRLF: rejoin the object, split the end again.
+                        o, _, dot = f"{o} {dot}".rpartition(" ")
+                    if dot == ".\n" or dot == "." or dot == ".\r\n":
+                        p = predicates.get(p) or learn(predicates, p, _predicate_token, _CANONICAL_SUBJECT)
+                        o = objects.get(o) or learn(objects, o, _object_token, _CANONICAL_OBJECT)
+                        if p and o:
+                            last = last_ts
+                            yield last, (last_s, p, o)
+                            continue
+        item = other(line_no, line, last)
+        if item is not None:
+            last = item[0]
+            yield item
 
 
 # --------------------------------------------------------------------------------------

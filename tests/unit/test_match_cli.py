@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 EX = "http://ex.org/"
 SCHEMA_TTL = """
@@ -168,3 +170,53 @@ def test_non_ascii_lines_match_and_invalid_utf8_is_reported(tmp_path):
     assert result.returncode == 0, result.stderr
     assert [json.loads(line)["bindings"]["n"] for line in result.stdout.splitlines()] == ['"caf\u00e9"', '"ok"']
     assert "malformed=1" in result.stderr and "s.tsv:line 2" in result.stderr
+
+
+# -- the lean reader against the shared one ------------------------------------------------
+
+_STATEMENTS = [
+    f"<{EX}s1> <{EX}celsius> \"21\" .",
+    f"<{EX}s1> {TYPE} <{EX}TempSensor> .",
+    f"<{EX}s2> <{EX}celsius> \"a b\"^^<{EX}T> .",
+    f"<{EX}s2> <{EX}name> \"caf\u00e9\"@fr .",
+    f"<{EX}s3> <{EX}name> \"\\u00e9\\t\" .",
+    f"_:b1 <{EX}celsius> \"19\" .",
+    f"<{EX}s1> <{EX}in> <{EX}hall>.",
+]
+
+
+@st.composite
+def recorded_lines(draw) -> list[str]:
+    """Recorded lines, mostly well formed, with the faults a recording has: time going
+    back, edits (a character dropped or changed; often near the end, where the statement's
+    dot is), CRLF, blank and comment lines."""
+    lines, ts = [], draw(st.integers(0, 5))
+    for _ in range(draw(st.integers(1, 12))):
+        ts = max(0, ts + draw(st.integers(-2, 3)))
+        line = f"{ts}\t{draw(st.sampled_from(_STATEMENTS))}"
+        kind = draw(st.sampled_from(["ok", "ok", "ok", "edit", "end", "crlf", "blank", "comment"]))
+        if kind in ("edit", "end"):
+            i = draw(st.integers(0, len(line) - 1) if kind == "edit" else st.integers(len(line) - 3, len(line) - 1))
+            line = line[:i] + draw(st.sampled_from(["", " ", "<", '"', "\t", "x", "\u00e9", "9"])) + line[i + 1:]
+        elif kind == "crlf":
+            line += "\r"
+        elif kind == "blank":
+            line = draw(st.sampled_from(["", "  ", "\t"]))
+        elif kind == "comment":
+            line = "# a comment"
+        lines.append(line + "\n")
+    return lines
+
+
+@settings(deadline=None, max_examples=400)
+@given(recorded_lines())
+def test_the_lean_reader_agrees_with_the_shared_reader(lines) -> None:
+    """`edgewave match` reads the usual line its own way (fast); items and errors (line,
+    column, reason) must be exactly those of edgewave.shared.recorded.read_recorded."""
+    from edgewave.agent.match_cli import recorded_items
+    from edgewave.shared.recorded import read_recorded
+
+    ours, theirs = [], []
+    items = list(recorded_items(iter(lines), ours))
+    assert items == list(read_recorded(lines, theirs))
+    assert [(e.line, e.column, e.reason) for e in ours] == [(e.line, e.column, e.reason) for e in theirs]
