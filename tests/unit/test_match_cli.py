@@ -220,3 +220,17 @@ def test_the_lean_reader_agrees_with_the_shared_reader(lines) -> None:
     items = list(recorded_items(iter(lines), ours))
     assert items == list(read_recorded(lines, theirs))
     assert [(e.line, e.column, e.reason) for e in ours] == [(e.line, e.column, e.reason) for e in theirs]
+
+
+def test_peak_memory_is_the_commands_own_not_its_parents(files):
+    """A parent holding 300 MB when it starts `edgewave match` must not show in the
+    command's peak (Linux's ru_maxrss keeps the parent's size from before exec)."""
+    ballast = bytearray(300 * 1024 * 1024)
+    for i in range(0, len(ballast), 4096):  # make the pages resident
+        ballast[i] = 1
+    result = run(["--schema", str(files["schema.ttl"]), "--query", str(files["q.rq"]),
+                  "--stream", str(files["stream.tsv"])])
+    del ballast
+    assert result.returncode == 0, result.stderr
+    peak = float(re.search(r"peak_memory_mb=([\d.]+)", result.stderr).group(1))
+    assert 5 < peak < 150, result.stderr

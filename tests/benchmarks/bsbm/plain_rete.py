@@ -186,6 +186,11 @@ def main(argv: list[str] | None = None) -> int:
             triples += 1
     seconds = time.perf_counter() - started
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    try:  # ru_maxrss keeps the parent's size from before exec; VmHWM is this process's own
+        with open("/proc/self/status") as fh:
+            peak = next(int(line.split()[1]) / 1024 for line in fh if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        pass
     print(f"plain-rete: triples_in={triples} matches={count} seconds={seconds:.3f} "
           f"triples_per_s={triples / seconds:.0f} peak_memory_mb={peak:.1f}", file=sys.stderr)
     return 0
