@@ -180,8 +180,8 @@ def peak_memory_mb() -> float:
 
     Linux's ``VmHWM``, not ``ru_maxrss``: when a process is started by fork (or vfork) and
     exec, ``ru_maxrss`` keeps the parent's resident size from before the exec, so this
-    command run from a 300 MB test harness reported 310 MB (a benchmark's parent holding
-    its workloads reported 99 MB for a 63 MB run). ``ru_maxrss`` only where there is no
+    command run from a 300 MB test harness reported 311-347 MB (and under a benchmark's
+    parent holding its workloads, 99 MB for a 63 MB run). ``ru_maxrss`` only where there is no
     ``/proc``.
     """
     try:

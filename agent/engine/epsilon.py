@@ -82,15 +82,10 @@ class Schema:
     def from_triples(cls, triples: Iterable[Triple]) -> "Schema":
         """Read the schema statements edgewave understands; other triples are ignored."""
         schema = cls()
-        sub_class = schema.sub_class
         for s, p, o in triples:
-            if p == RDFS_SUBCLASSOF:  # by far the most common: written out (22,527 in BSBM's large schema)
+            if p == RDFS_SUBCLASSOF:
                 if s != o:
-                    supers = sub_class.get(s)
-                    if supers is None:
-                        sub_class[s] = {o}
-                    else:
-                        supers.add(o)
+                    schema.sub_class.setdefault(s, set()).add(o)
             elif p == RDFS_SUBPROPERTYOF:
                 if s != o and s != RDF_TYPE:
                     schema.sub_property.setdefault(s, set()).add(o)
