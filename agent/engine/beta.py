@@ -456,6 +456,8 @@ def _one_entry_star(levels: tuple, buckets: list[list[Entry]], exclude: Entry | 
     start = NO_START
     end = NO_END
     for (_, _, _, filters, width), (entry,) in zip(levels, buckets):
+        # The interval update of 3.5, as in right() and extend(): written out in each of
+        # these per-triple loops on purpose, since a call per level costs more than it.
         ts = entry[1]
         if ts >= 0:
             if ts < start:
