@@ -24,11 +24,13 @@ schema).
 from __future__ import annotations
 
 import argparse
+import codecs
 import gc
 import heapq
 import io
 import json
 import os
+import pathlib
 import re
 import resource
 import sys
@@ -70,7 +72,7 @@ def load_triples(path: str, errors: list[NTriplesError]) -> list[Triple]:
         raise UsageError(f"{path}: no such file")
     if ext in (".nt", ".ntriples", ".nts"):
         try:
-            with open(path, encoding="utf-8", newline="\n") as fh:
+            with open(path, encoding="utf-8-sig", newline="\n") as fh:  # a leading BOM is dropped
                 return list(parse_lines(fh, errors))
         except UnicodeDecodeError as exc:
             raise UsageError(f"{path}: not UTF-8 text ({exc.reason})") from None
@@ -81,7 +83,12 @@ def load_triples(path: str, errors: list[NTriplesError]) -> list[Triple]:
 
     graph = rdflib.Graph()
     try:
-        graph.parse(path, format=fmt)
+        # Read here, not by rdflib, so that a leading UTF-8 byte-order mark is dropped as for
+        # .nt (rdflib's Turtle parser rejects it). Bytes: an XML file's own encoding stands.
+        with open(path, "rb") as fh:
+            data = fh.read()
+        base = pathlib.Path(path).absolute().as_uri()   # relative IRIs resolve as before
+        graph.parse(data=data.removeprefix(codecs.BOM_UTF8), format=fmt, publicID=base)
     except Exception as exc:  # rdflib raises many types; the message is what matters
         raise UsageError(f"{path}: cannot parse as {fmt}: {exc}") from None
     text = graph.serialize(format="nt")
@@ -98,11 +105,14 @@ def _stream_arg(arg: str) -> tuple[str | None, str]:
 
 
 def _open(path: str) -> IO[str]:
-    """A recorded stream as text; undecodable bytes survive as surrogates for the slow path."""
+    """A recorded stream as text; undecodable bytes survive as surrogates for the slow path.
+
+    ``utf-8-sig`` drops a byte-order mark at the start, as editors on Windows write one;
+    a BOM anywhere else is still an error of its line."""
     if path == "-":
-        return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape", newline="\n")
+        return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8-sig", errors="surrogateescape", newline="\n")
     try:
-        return open(path, encoding="utf-8", errors="surrogateescape", newline="\n")
+        return open(path, encoding="utf-8-sig", errors="surrogateescape", newline="\n")
     except OSError as exc:
         raise UsageError(f"{path}: {exc.strerror}") from None
 
@@ -226,7 +236,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], hold: list | None 
     queries = []
     for path in args.query:
         try:
-            with open(path, encoding="utf-8") as fh:
+            with open(path, encoding="utf-8-sig") as fh:
                 text = fh.read()
         except OSError as exc:
             raise UsageError(f"{path}: {exc.strerror}") from None

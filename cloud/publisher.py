@@ -155,7 +155,7 @@ def push_config(settings: CloudSettings, gateways: list[str], path: Path, *, fmt
     """Push one document to each gateway and wait for all their acks."""
     timeout = settings.push.ack_timeout_s if timeout is None else timeout
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")   # a leading byte-order mark is dropped
         fmt = document_format(path, fmt)
         count = validate_document(text, fmt)
         keys = {gw: settings.gateway_key(gw) for gw in gateways}

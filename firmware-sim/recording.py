@@ -63,7 +63,7 @@ def read_messages(path: str | Path, *, default_topic: str = DEFAULT_TOPIC,
     Malformed statement lines are skipped and described in ``errors`` (logged when no
     list is given); the rest of the message still goes out.
     """
-    with open(path, encoding="utf-8") as fh:
+    with open(path, encoding="utf-8-sig") as fh:  # a leading byte-order mark is dropped
         yield from parse_messages(fh, default_topic=default_topic, errors=errors, source=str(path))
 
 

@@ -4,14 +4,16 @@ One statement per line, ``<milliseconds>\\t<N-Triples statement>`` (DESIGN.md), 
 
     1700000000000\t<http://ex.org/s1> <http://ex.org/temp> "21.5"^^<http://www.w3.org/2001/XMLSchema#decimal> .
 
-Blank lines and lines starting with ``#`` are skipped. The timestamp is a non-negative
-integer (ASCII digits only) and timestamps never decrease: the engine's clock is stream
-time, so a line from the past would be silently wrong, not merely late. A line that goes
+Blank lines and lines starting with ``#`` are skipped, and so is a byte-order mark at the
+start of a file (``open_recorded``). The timestamp is a non-negative integer (ASCII digits
+only) and timestamps never decrease: the engine's clock is stream time, so a line from the
+past would be silently wrong, not merely late. A line that goes
 back in time is therefore an error like any malformed line: strict readers raise, readers
 given an ``errors`` list skip it, record why, and go on (the clock stays where it was).
 """
 from __future__ import annotations
 
+import codecs
 import os
 import sys
 from contextlib import contextmanager
@@ -135,7 +137,19 @@ def open_recorded(
     """
     if os.fspath(path) == "-":
         source = getattr(sys.stdin, "buffer", sys.stdin)
-        yield read_recorded(source, errors)
+        yield read_recorded(_without_bom(source), errors)
         return
     with open(path, "rb") as fh:
-        yield read_recorded(fh, errors)
+        yield read_recorded(_without_bom(fh), errors)
+
+
+def _without_bom(lines: IO[bytes] | IO[str]) -> Iterator[bytes | str]:
+    """A file's lines less the byte-order mark at its start, as editors on Windows write one
+    (anywhere else a BOM stays an error of its line). Lazy: nothing is read before the
+    first line is asked for."""
+    lines = iter(lines)
+    for first in lines:
+        mark = codecs.BOM_UTF8 if isinstance(first, bytes) else "\ufeff"
+        yield first[len(mark):] if first.startswith(mark) else first
+        break
+    yield from lines

@@ -114,7 +114,10 @@ def test_push_to_running_agent_prints_applied_with_the_new_version(tmp_path, age
     first = push(config, "--gateway", "gw1", str(doc))
     assert first.returncode == 0, first.stdout + first.stderr
     assert first.stdout.strip() == "gw1: applied version 1"
-    second = push(config, "--gateway", "gw1", str(write_doc(tmp_path, "fire2.trig", document(threshold=60))))
+    # A document saved by an editor that starts files with a byte-order mark goes out without it.
+    bom = tmp_path / "fire2.trig"
+    bom.write_bytes(b"\xef\xbb\xbf" + document(threshold=60).encode("utf-8"))
+    second = push(config, "--gateway", "gw1", str(bom))
     assert second.returncode == 0 and second.stdout.strip() == "gw1: applied version 2", second.stderr
     db = tmp_path / "cloud.db"
     assert query(db, "SELECT gateway, version, status FROM config_pushes ORDER BY version") == [
@@ -123,6 +126,7 @@ def test_push_to_running_agent_prints_applied_with_the_new_version(tmp_path, age
     # The signed envelope stays retained for a gateway that reconnects later.
     envelope = verify_envelope(retained_config(broker, "gw1"), "key-of-gw1", "gw1")
     assert envelope.version == 2 and "ex:threshold 60" in envelope.document
+    assert not envelope.document.startswith("\ufeff")
 
 
 def test_document_the_agent_rejects_prints_the_agents_reason(tmp_path, agent_rig):

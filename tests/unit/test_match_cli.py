@@ -152,6 +152,35 @@ def test_a_missing_file_is_a_clear_error(tmp_path, files):
     assert "nope.tsv" in result.stderr
 
 
+def test_files_that_start_with_a_byte_order_mark_read_as_without(tmp_path, files):
+    """Editors on Windows start UTF-8 files with a BOM: the query, the schema (Turtle, read
+    by rdflib), the static data (N-Triples) and the stream may each carry one. A BOM that
+    is not at the start of a file stays an error of its line."""
+    def with_bom(path: Path, extra: bytes = b"") -> Path:
+        out = tmp_path / "bom" / path.name
+        out.parent.mkdir(exist_ok=True)
+        out.write_bytes(b"\xef\xbb\xbf" + path.read_bytes() + extra)
+        return out
+
+    def args(f: dict[str, Path], stream: str) -> list[str]:
+        return ["--schema", str(f["schema.ttl"]), "--static", str(f["static.nt"]),
+                "--query", str(f["q.rq"]), "--stream", stream]
+
+    plain = run(args(files, str(files["stream.tsv"])))
+    assert plain.returncode == 0 and len(plain.stdout.splitlines()) == 2, plain.stderr
+    bom = {name: with_bom(path) for name, path in files.items()}
+    bom["stream.tsv"] = with_bom(files["stream.tsv"], f"\ufeff40000\t<{EX}s3> {TYPE} <{EX}Sensor> .\n".encode())
+    result = run(args(bom, str(bom["stream.tsv"])))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == plain.stdout
+    assert re.search(r"\bmalformed=4\b", result.stderr), result.stderr   # the fixture's 3 and line 11
+    assert "stream.tsv:line 11" in result.stderr and "stream.tsv:line 1," not in result.stderr
+
+    piped = run(args(bom, "-"), stdin=with_bom(files["stream.tsv"]).read_text(encoding="utf-8"))
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout == plain.stdout
+
+
 def test_non_ascii_lines_match_and_invalid_utf8_is_reported(tmp_path):
     query = tmp_path / "q.rq"
     query.write_text("""

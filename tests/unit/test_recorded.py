@@ -154,6 +154,20 @@ def test_invalid_utf8_is_reported_against_its_line(tmp_path: Path) -> None:
         list(stream)
 
 
+def test_a_byte_order_mark_is_dropped_at_the_start_only(tmp_path: Path) -> None:
+    """Editors on Windows start UTF-8 files with a BOM; anywhere else it is an error of its line."""
+    lines = [f"{format_recorded_line(ts, t)}\n" for ts, t in ITEMS]
+    path = tmp_path / "stream.tsv"
+    path.write_bytes(("\ufeff" + "".join(lines)).encode("utf-8"))
+    with open_recorded(path) as stream:
+        assert list(stream) == ITEMS
+    path.write_bytes((lines[0] + "\ufeff" + "".join(lines[1:])).encode("utf-8"))
+    errors: list[NTriplesError] = []
+    with open_recorded(path, errors) as stream:
+        assert list(stream) == [ITEMS[0], *ITEMS[2:]]
+    assert [(e.line, e.column) for e in errors] == [(2, 1)]
+
+
 def test_write_refuses_a_stream_that_could_not_be_read_back() -> None:
     buffer = io.StringIO()
     with pytest.raises(ValueError, match="non-decreasing"):

@@ -57,6 +57,15 @@ def test_time_going_back_is_skipped_not_replayed(tmp_path: Path) -> None:
     assert "before 2000" in errors[0]
 
 
+def test_a_byte_order_mark_at_the_start_is_not_part_of_the_first_line(tmp_path: Path) -> None:
+    path = tmp_path / "bom.tsv"
+    path.write_bytes(("\ufeff" f'1000\t{S} {P} "1" .\n1500\t{S} {P} "2" .\n').encode("utf-8"))
+    errors: list[str] = []
+    messages = list(read_messages(path, default_topic="ew/in/lab/node1", errors=errors))
+    assert errors == []
+    assert [(m.ms, list(m.lines)) for m in messages] == [(1000, [f'{S} {P} "1" .']), (1500, [f'{S} {P} "2" .'])]
+
+
 def test_replay_of_a_missing_file_is_a_clear_error(tmp_path: Path, caplog) -> None:
     assert main(["replay", str(tmp_path / "nope.tsv")]) == 2
     assert "no_such_file" in caplog.text
