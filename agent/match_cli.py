@@ -13,6 +13,9 @@
 * ``--stream`` (repeatable): a recorded stream (``<ms>\\t<N-Triples statement>`` per
   line). ``FILE`` or ``-`` (standard input) feeds every stream the queries name;
   ``IRI=FILE`` feeds only the stream ``IRI``. Several streams are merged by timestamp.
+  A stream IRI no query reads, or a query stream nothing feeds, is warned about on
+  stderr (a slip in an IRI would otherwise just match nothing). Any input file may start
+  with a UTF-8 byte-order mark.
 
 Output: ``{"pattern": name, "bindings": {var: N-Triples term}, "start": ms, "end": ms}``
 per line on stdout, written in batches. On stderr, a summary (key=value): triples in,
@@ -185,6 +188,19 @@ def _merged(
         yield ts, triple, stream
 
 
+def _unfed_streams(queries: list, sources: list[tuple[str | None, str, IO[str]]]) -> list[str]:
+    """Why a run may match nothing by a slip of an IRI: a ``--stream IRI=FILE`` that no query
+    reads, or a query stream that no ``--stream`` feeds (a file without IRI feeds them all)."""
+    named = {s: q.name for q in queries for w in q.windows.values() for s in w.streams()}
+    fed = {stream for stream, _, _ in sources}
+    lines = [f"stream {stream} ({path}) is read by no query: its triples match nothing"
+             for stream, path, _ in sources if stream is not None and stream not in named]
+    if None not in fed:
+        lines += [f"no --stream feeds {stream}, which query {name} reads"
+                  for stream, name in named.items() if stream not in fed]
+    return lines
+
+
 def peak_memory_mb() -> float:
     """This process's peak resident memory, in MB.
 
@@ -283,6 +299,8 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], hold: list | None 
     for arg in args.stream:
         stream, path = _stream_arg(arg)
         sources.append((stream, path, _open(path)))
+    for line in _unfed_streams(queries, sources):
+        print(f"edgewave match: warning: {line}", file=err)
     stream_errors: list[tuple[str, NTriplesError]] = []
     loaded = time.perf_counter()
     push = engine.push

@@ -135,6 +135,16 @@ def test_several_streams_by_iri_are_merged_by_timestamp(tmp_path):
         {"pattern": "pair", "bindings": {"d": f"<{EX}d1>", "room": f"<{EX}r1>"}, "start": 1000, "end": 5000}
     ]
     assert "triples_in=4" in result.stderr
+    assert "warning" not in result.stderr
+
+    # A slip in a stream IRI: the run goes on, and says why it may match nothing.
+    result = run(["--query", str(query), "--stream", f"http://ex.org/alarms={alarms}",
+                  "--stream", f"http://ex.org/location={locations}"])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    assert f"warning: stream <http://ex.org/location> ({locations}) is read by no query" in result.stderr
+    assert "warning: no --stream feeds <http://ex.org/locations>, which query pair reads" in result.stderr
+    assert "alarms" not in "".join(line for line in result.stderr.splitlines() if "warning" in line)
 
 
 def test_a_bad_query_names_file_line_and_column(tmp_path, files):
