@@ -27,13 +27,11 @@ schema).
 from __future__ import annotations
 
 import argparse
-import codecs
 import gc
 import heapq
 import io
 import json
 import os
-import pathlib
 import re
 import resource
 import sys
@@ -42,22 +40,12 @@ from itertools import islice
 from typing import IO, Iterable, Iterator
 
 from edgewave.agent.engine import Engine, Match
-from edgewave.shared.ntriples import NTriplesError, clear_term_caches, parse_line, parse_lines, read_recorded_lean
+from edgewave.shared.ntriples import NTriplesError, clear_term_caches, parse_line, read_recorded_lean
+from edgewave.shared.rdf_files import RdfFileError, read_text, read_triples
 from edgewave.shared.recorded import RecordedStreamError, read_recorded
 
 Triple = tuple[str, str, str]
 
-_RDFLIB_FORMATS = {
-    ".ttl": "turtle",
-    ".turtle": "turtle",
-    ".n3": "n3",
-    ".rdf": "xml",
-    ".owl": "xml",
-    ".xml": "xml",
-    ".jsonld": "json-ld",
-    ".json": "json-ld",
-    ".trig": "trig",
-}
 _IRI_PREFIX = re.compile(r"^(<[^>]*>|[A-Za-z][A-Za-z0-9+.\-]*:[^=]*)=(.+)$")
 REPORT_FIRST = 10
 COLLECT_EVERY = 1_000_000  # streamed triples between two full cyclic collections (see main)
@@ -69,33 +57,11 @@ class UsageError(Exception):
 
 
 def load_triples(path: str, errors: list[NTriplesError]) -> list[Triple]:
-    """Triples of a schema or static-data file, as canonical N-Triples terms."""
-    ext = os.path.splitext(path)[1].lower()
-    if not os.path.exists(path):
-        raise UsageError(f"{path}: no such file")
-    if ext in (".nt", ".ntriples", ".nts"):
-        try:
-            with open(path, encoding="utf-8-sig", newline="\n") as fh:  # a leading BOM is dropped
-                return list(parse_lines(fh, errors))
-        except UnicodeDecodeError as exc:
-            raise UsageError(f"{path}: not UTF-8 text ({exc.reason})") from None
-    fmt = _RDFLIB_FORMATS.get(ext)
-    if fmt is None:
-        raise UsageError(f"{path}: unknown RDF format {ext!r} (use .ttl, .nt, .rdf, .owl, .n3 or .jsonld)")
-    import rdflib
-
-    graph = rdflib.Graph()
+    """Triples of a schema or static-data file (``shared.rdf_files``), as canonical terms."""
     try:
-        # Read here, not by rdflib, so that a leading UTF-8 byte-order mark is dropped as for
-        # .nt (rdflib's Turtle parser rejects it). Bytes: an XML file's own encoding stands.
-        with open(path, "rb") as fh:
-            data = fh.read()
-        base = pathlib.Path(path).absolute().as_uri()   # relative IRIs resolve as before
-        graph.parse(data=data.removeprefix(codecs.BOM_UTF8), format=fmt, publicID=base)
-    except Exception as exc:  # rdflib raises many types; the message is what matters
-        raise UsageError(f"{path}: cannot parse as {fmt}: {exc}") from None
-    text = graph.serialize(format="nt")
-    return list(parse_lines(text.split("\n"), errors))  # not splitlines(): see ntriples
+        return read_triples(path, errors)
+    except RdfFileError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _stream_arg(arg: str) -> tuple[str | None, str]:
@@ -252,10 +218,9 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], hold: list | None 
     queries = []
     for path in args.query:
         try:
-            with open(path, encoding="utf-8-sig") as fh:
-                text = fh.read()
-        except OSError as exc:
-            raise UsageError(f"{path}: {exc.strerror}") from None
+            text = read_text(path)
+        except RdfFileError as exc:
+            raise UsageError(str(exc)) from None
         try:
             queries.append(parse_query(text))
         except ValueError as exc:

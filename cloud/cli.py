@@ -74,8 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     push.add_argument("file", type=Path)
 
     make = sub.add_parser("make-config", help="assemble a config document (TriG) from patterns, schema, static data")
-    make.add_argument("--schema", type=Path, action="append", default=[], help="schema file (Turtle), repeatable")
-    make.add_argument("--static", type=Path, action="append", default=[], help="static triples (N-Triples), repeatable")
+    make.add_argument("--schema", type=Path, action="append", default=[], help="schema file (Turtle, N-Triples, RDF/XML, N3, JSON-LD by extension), repeatable")
+    make.add_argument("--static", type=Path, action="append", default=[], help="static triples (same formats), repeatable")
     make.add_argument("--query", type=Path, action="append", default=[], help="RSP-QL pattern (.rq), repeatable")
     make.add_argument("--out", type=Path, help="output file (default stdout)")
     return parser
@@ -118,30 +118,47 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _make_config(args: argparse.Namespace) -> int:
-    """Write a config document whose patterns compile, so push-config will accept it."""
-    import rdflib
+    """Write a config document whose patterns compile, so push-config will accept it.
 
+    A file that cannot be read, a pattern that does not compile, or a malformed line in
+    the schema or static data stops it with the file and the reason (exit status 2):
+    a document with part of its input missing must not reach a gateway."""
     from edgewave.agent.engine import parse_query
     from edgewave.agent.engine.query import QuerySyntaxError
-    from edgewave.shared import configdoc, ntriples
+    from edgewave.shared import configdoc
+    from edgewave.shared.ntriples import NTriplesError
+    from edgewave.shared.rdf_files import RdfFileError, read_text, read_triples
+
+    def refuse(reason: str) -> int:
+        print(f"edgewave-cloud make-config: {reason}", file=sys.stderr)
+        return 2
+
+    def triples(paths: list[Path]) -> list[tuple[str, str, str]]:
+        out: list[tuple[str, str, str]] = []
+        for path in paths:
+            errors: list[NTriplesError] = []
+            out += read_triples(path, errors)
+            if errors:
+                more = f" (and {len(errors) - 1} more malformed lines)" if len(errors) > 1 else ""
+                raise RdfFileError(f"{path}: {errors[0]}{more}")
+        return out
 
     patterns: dict[str, str] = {}
-    for path in args.query:
-        text = path.read_text()
-        try:
-            name = parse_query(text).name
-        except QuerySyntaxError as exc:
-            print(f"edgewave-cloud make-config: {path}: {exc}", file=sys.stderr)
-            return 2
-        patterns[name] = text
-    schema_graph = rdflib.Graph()
-    for path in args.schema:
-        schema_graph.parse(path, format="turtle")
-    schema = list(ntriples.parse_lines(schema_graph.serialize(format="nt").split("\n")))
-    static = [t for path in args.static for t in ntriples.parse_lines(path.read_text().split("\n"))]
-    document = configdoc.build_config_document(patterns, sorted(schema), static)
+    try:
+        for path in args.query:
+            text = read_text(path)
+            try:
+                name = parse_query(text).name
+            except QuerySyntaxError as exc:
+                return refuse(f"{path}: {exc}")
+            patterns[name] = text
+        schema = sorted(set(triples(args.schema)))
+        static = triples(args.static)
+    except RdfFileError as exc:
+        return refuse(str(exc))
+    document = configdoc.build_config_document(patterns, schema, static)
     if args.out:
-        args.out.write_text(document)
+        args.out.write_text(document, encoding="utf-8")
     else:
         sys.stdout.write(document)
     return 0

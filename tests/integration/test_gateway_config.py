@@ -48,3 +48,37 @@ def test_make_config_refuses_a_bad_pattern(tmp_path):
                          capture_output=True, text=True)
     assert out.returncode == 2
     assert "bad.rq: line 1, column" in out.stderr
+
+
+def test_make_config_names_the_file_and_reason_for_unusable_input(tmp_path):
+    """A missing file, a malformed static line, an unknown format: a clear error, no document."""
+    good = REPO / "configs/patterns/fire.rq"
+    bad_static = tmp_path / "static.nt"
+    bad_static.write_text('<http://ex.org/a> <http://ex.org/b> "1" .\n<http://ex.org/a> <http://ex.org/b> oops .\n')
+    cases = [
+        (["--query", str(tmp_path / "nope.rq")], "nope.rq: No such file"),
+        (["--query", str(good), "--schema", str(tmp_path / "nope.ttl")], "nope.ttl: no such file"),
+        (["--query", str(good), "--static", str(bad_static)], "static.nt: line 2, column"),
+        (["--query", str(good), "--schema", str(good)], "fire.rq: unknown RDF format '.rq'"),
+    ]
+    for args, reason in cases:
+        out_file = tmp_path / "out.trig"
+        out = subprocess.run([str(BIN / "edgewave-cloud"), "make-config", *args, "--out", str(out_file)],
+                             capture_output=True, text=True)
+        assert out.returncode == 2, (args, out.stderr)
+        assert reason in out.stderr and "Traceback" not in out.stderr, out.stderr
+        assert not out_file.exists()
+
+
+def test_make_config_reads_files_that_start_with_a_byte_order_mark(tmp_path):
+    """As saved by editors on Windows: the document is the one built from the same files without."""
+    plain = _assemble(tmp_path)
+    for path in [tmp_path / "gw1.nt", *sorted((REPO / "configs/patterns").glob("*.rq")), REPO / "configs/schema/building.ttl"]:
+        copy = tmp_path / "bom" / path.name
+        copy.parent.mkdir(exist_ok=True)
+        copy.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    queries = [a for q in sorted((tmp_path / "bom").glob("*.rq")) for a in ("--query", str(q))]
+    out = subprocess.run([str(BIN / "edgewave-cloud"), "make-config", "--schema", str(tmp_path / "bom/building.ttl"),
+                          "--static", str(tmp_path / "bom/gw1.nt"), *queries], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == plain
