@@ -40,6 +40,7 @@ from itertools import islice
 from typing import IO, Iterable, Iterator
 
 from edgewave.agent.engine import Engine, Match
+from edgewave.agent.engine.query import Query
 from edgewave.shared.ntriples import NTriplesError, clear_term_caches, parse_line, read_recorded_lean
 from edgewave.shared.rdf_files import RdfFileError, read_text, read_triples
 from edgewave.shared.recorded import RecordedStreamError, read_recorded
@@ -154,7 +155,7 @@ def _merged(
         yield ts, triple, stream
 
 
-def _unfed_streams(queries: list, sources: list[tuple[str | None, str, IO[str]]]) -> list[str]:
+def _unfed_streams(queries: list[Query], sources: list[tuple[str | None, str, IO[str]]]) -> list[str]:
     """Why a run may match nothing by a slip of an IRI: a ``--stream IRI=FILE`` that no query
     reads, or a query stream that no ``--stream`` feeds (a file without IRI feeds them all)."""
     named = {s: q.name for q in queries for w in q.windows.values() for s in w.streams()}

@@ -74,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     push.add_argument("file", type=Path)
 
     make = sub.add_parser("make-config", help="assemble a config document (TriG) from patterns, schema, static data")
-    make.add_argument("--schema", type=Path, action="append", default=[], help="schema file (Turtle, N-Triples, RDF/XML, N3, JSON-LD by extension), repeatable")
+    make.add_argument("--schema", type=Path, action="append", default=[],
+                      help="schema file (Turtle, N-Triples, RDF/XML, N3 or JSON-LD, by extension), repeatable")
     make.add_argument("--static", type=Path, action="append", default=[], help="static triples (same formats), repeatable")
     make.add_argument("--query", type=Path, action="append", default=[], help="RSP-QL pattern (.rq), repeatable")
     make.add_argument("--out", type=Path, help="output file (default stdout)")
