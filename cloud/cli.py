@@ -12,7 +12,9 @@ Exit codes: 0 success; 1 failure at run time (push: the gateway rejected);
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
+import signal
 import sys
 from pathlib import Path
 
@@ -28,6 +30,9 @@ def _setup_logging(level: str) -> None:
                         format="%(asctime)s level=%(levelname)s logger=%(name)s %(message)s")
     # py4j logs every callback-server round trip at INFO.
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    # `kill -USR1 <pid>` writes every thread's Python stack to stderr: where a process
+    # that does not stop on SIGTERM is stuck (the test harness asks before it kills).
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
 def _spark_options(parser: argparse.ArgumentParser) -> None:

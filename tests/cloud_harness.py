@@ -71,6 +71,10 @@ class CloudProcess:
             try:
                 self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
+                # Every edgewave process of the group writes its threads' stacks to the log
+                # (faulthandler on SIGUSR1, see cloud/cli.py): the failure shows where it hung.
+                os.killpg(self.proc.pid, signal.SIGUSR1)
+                time.sleep(2)
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
         self._reap_group()

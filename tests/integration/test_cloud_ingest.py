@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
 import time
 
@@ -125,3 +127,17 @@ def test_kill9_while_gateways_publish_loses_nothing(tmp_path, mqtt_broker):
     assert set(ids) == {e["id"] for e in events}
     # Redelivery after a crash may duplicate (the Spark job drops those by id), never lose.
     assert len(ids) - len(set(ids)) < 1000
+
+
+def test_sigusr1_writes_every_threads_stack_and_the_process_goes_on(tmp_path, mqtt_broker):
+    """What an operator (or the test harness, before a SIGKILL) uses to see where a cloud
+    process that does not stop is stuck."""
+    ingest = start_ingest(tmp_path, write_config(tmp_path, mqtt_broker))
+    try:
+        os.kill(ingest.proc.pid, signal.SIGUSR1)
+        wait_for(lambda: "Current thread" in ingest.log() and "most recent call first" in ingest.log(), 30,
+                 "the stacks in the log", alive=ingest)
+        assert "edgewave/cloud/" in ingest.log() or "cloud/ingest.py" in ingest.log(), ingest.log()[-2000:]
+        assert ingest.running
+    finally:
+        assert ingest.stop() == 0, ingest.log()[-2000:]
