@@ -21,6 +21,7 @@ from rdflib import Literal, URIRef
 
 from . import vocab
 from .ntriples import parse_lines
+from .rdflib_literals import literals_as_written
 
 FORMATS = ("trig", "turtle")
 
@@ -103,7 +104,8 @@ def load_config_document(text: str, fmt: str = "trig") -> ConfigDocument:
         raise ConfigRejected(f"unknown config format {fmt!r} (expected one of {', '.join(FORMATS)})")
     dataset = rdflib.Dataset()
     try:
-        dataset.parse(data=text, format=fmt)
+        with literals_as_written():
+            dataset.parse(data=text, format=fmt)
     except Exception as exc:  # rdflib raises many types for bad syntax
         raise _parse_error(exc) from exc
 

@@ -68,6 +68,8 @@ def read_triples(path: str | os.PathLike[str], errors: list[NTriplesError]) -> l
         raise RdfFileError(f"{path}: unknown RDF format {ext!r} (use .ttl, .nt, .rdf, .owl, .n3, .trig or .jsonld)")
     import rdflib  # only here: N-Triples alone must not pay for importing it
 
+    from .rdflib_literals import literals_as_written
+
     graph = rdflib.Graph()
     try:
         # Read here, not by rdflib, so that a leading UTF-8 byte-order mark is dropped
@@ -75,7 +77,8 @@ def read_triples(path: str | os.PathLike[str], errors: list[NTriplesError]) -> l
         with open(path, "rb") as fh:
             data = fh.read()
         base = pathlib.Path(path).absolute().as_uri()   # relative IRIs resolve against the file
-        graph.parse(data=data.removeprefix(codecs.BOM_UTF8), format=fmt, publicID=base)
+        with literals_as_written():
+            graph.parse(data=data.removeprefix(codecs.BOM_UTF8), format=fmt, publicID=base)
     except OSError as exc:
         raise RdfFileError(f"{path}: {exc.strerror}") from None
     except Exception as exc:  # rdflib raises many types; the message is what matters

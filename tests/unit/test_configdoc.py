@@ -52,6 +52,17 @@ def test_document_sections():
     assert temperature.deadband_relative == 0.05 and temperature.max_rate_per_s == 2
 
 
+def test_static_literals_keep_their_lexical_form():
+    """As the agent's stream does: rdflib alone would make "0.50" "0.5" and "1" "true"."""
+    doc = configdoc.load_config_document(DOC.replace(
+        "ex:site ex:threshold 57 .",
+        'ex:site ex:threshold "0.50"^^xsd:decimal ; ex:armed "1"^^xsd:boolean ; ex:code "n/a"^^xsd:integer .'
+    ).replace("@prefix ew:", "@prefix xsd: <http://www.w3.org/2001/XMLSchema#> .\n@prefix ew:"), "trig")
+    xsd = "http://www.w3.org/2001/XMLSchema#"
+    assert {o for _, _, o in doc.static} >= {
+        f'"0.50"^^<{xsd}decimal>', f'"1"^^<{xsd}boolean>', f'"n/a"^^<{xsd}integer>'}
+
+
 def test_turtle_document_is_split_by_vocabulary():
     ttl = DOC.replace("ew:config {", "").replace("ew:schema {", "").replace("ew:static {", "").replace("}\n", "\n")
     ttl = ttl.replace('FILTER(?t > ?th) \n', 'FILTER(?t > ?th) }')  # keep the query's own brace

@@ -191,6 +191,38 @@ def test_files_that_start_with_a_byte_order_mark_read_as_without(tmp_path, files
     assert piped.stdout == plain.stdout
 
 
+def test_static_turtle_keeps_literals_as_written_so_they_join_the_stream(tmp_path):
+    """rdflib would rewrite "007"^^xsd:integer to "7" and "1"^^xsd:boolean to "true" (other
+    terms than the stream's, which stay as written), and print a traceback for the ill-typed
+    "n/a"^^xsd:integer; the static Turtle must keep each term as written."""
+    xsd = "http://www.w3.org/2001/XMLSchema#"
+    (tmp_path / "static.ttl").write_text(
+        "@prefix ex: <http://ex.org/> . @prefix xsd: <http://www.w3.org/2001/XMLSchema#> .\n"
+        'ex:s1 ex:code "007"^^xsd:integer . ex:s2 ex:code "n/a"^^xsd:integer .\n'
+        'ex:s3 ex:flag "1"^^xsd:boolean . ex:s4 ex:flag "true"^^xsd:boolean .\n')
+    (tmp_path / "q.rq").write_text(
+        "PREFIX ex: <http://ex.org/>\nREGISTER RSTREAM <codes> AS SELECT ?s ?code FROM NAMED WINDOW <w> ON <http://ex.org/in> [RANGE PT10S]\n"
+        "WHERE { WINDOW <w> { ?obs ex:code ?code } ?s ex:code ?code }\n")
+    (tmp_path / "flags.rq").write_text(
+        "PREFIX ex: <http://ex.org/>\nREGISTER RSTREAM <flags> AS SELECT ?s FROM NAMED WINDOW <w> ON <http://ex.org/in> [RANGE PT10S]\n"
+        "WHERE { WINDOW <w> { ?obs ex:seen ?s } ?s ex:flag ?f }\n")
+    stream = (f'1000\t<{EX}o1> <{EX}code> "007"^^<{xsd}integer> .\n'
+              f'1001\t<{EX}o2> <{EX}code> "n/a"^^<{xsd}integer> .\n'
+              f"1002\t<{EX}o3> <{EX}seen> <{EX}s3> .\n1003\t<{EX}o4> <{EX}seen> <{EX}s4> .\n")
+    result = run(["--static", str(tmp_path / "static.ttl"), "--query", str(tmp_path / "q.rq"),
+                  "--query", str(tmp_path / "flags.rq"), "--stream", "-"], stdin=stream)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    found = sorted((m["pattern"], tuple(sorted(m["bindings"].items())))
+                   for m in map(json.loads, result.stdout.splitlines()))
+    assert found == [
+        ("codes", (("code", f'"007"^^<{xsd}integer>'), ("s", f"<{EX}s1>"))),
+        ("codes", (("code", f'"n/a"^^<{xsd}integer>'), ("s", f"<{EX}s2>"))),
+        ("flags", (("s", f"<{EX}s3>"),)),   # two distinct triples, not merged into one
+        ("flags", (("s", f"<{EX}s4>"),)),
+    ]
+
+
 def test_non_ascii_lines_match_and_invalid_utf8_is_reported(tmp_path):
     query = tmp_path / "q.rq"
     query.write_text("""
