@@ -13,7 +13,9 @@ tokens share one string anyway through the fast path's caches below:
 - blank node ``_:b0``, label as written;
 - literal ``"lexical"``, ``"chat"@en``, ``"25.3"^^<http://www.w3.org/2001/XMLSchema#decimal>``:
   the lexical form is escaped canonically (only ``\\\\``, ``\\"``, ``\\n``, ``\\r``; every other
-  escape decoded), language tags lower-cased, datatypes kept as written;
+  escape decoded), language tags lower-cased, datatypes kept as written except
+  ``xsd:string``, which is left out: in RDF 1.1 ``"x"^^xsd:string`` and ``"x"`` are one term
+  (and canonical N-Triples writes it without the datatype), so they must be one string;
 - quoted triple (RDF-star) ``<< s p o >>`` with single spaces, nested to any depth.
 
 A triple is a ``tuple[str, str, str]``. Two spellings of one statement parse to the same
@@ -96,6 +98,7 @@ _IRI_FORBIDDEN_RE = re.compile(r'[\x00-\x20<>"{}|^`\\]')
 _STRING_RE = re.compile(
     r'"([^"\\\n\r]*(?:\\(?:[tbnrf"\'\\]|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8})[^"\\\n\r]*)*)"'
 )
+_XSD_STRING = "<http://www.w3.org/2001/XMLSchema#string>"  # left out of literal terms, see above
 _LANG_RE = re.compile(r"@([a-zA-Z]+(?:-[a-zA-Z0-9]+)*)")
 _LANG_TAIL = frozenset("-_0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
@@ -282,6 +285,8 @@ def _literal(line: str, pos: int, line_no: int) -> tuple[str, int]:
         datatype, end = _iri(line, end + 2, line_no)
         if line[end : end + 1] == "@":
             raise NTriplesError(line_no, end + 1, "a literal has a language tag or a datatype, not both")
+        if datatype == _XSD_STRING:
+            return f'"{body}"', end
         return f'"{body}"^^{datatype}', end
     return f'"{body}"', end
 
@@ -482,11 +487,13 @@ def _object_token(token: str) -> tuple[str, int]:
 
 
 # A token these match is already a canonical term (absolute IRI, or literal with no escape,
-# lower-case language tag or IRI datatype): the common case of a new token, checked at once.
+# lower-case language tag or IRI datatype other than xsd:string): the common case of a new
+# token, checked at once.
 _CANONICAL_IRI = r'<[A-Za-z][A-Za-z0-9+.\-]*:[^\x00-\x20<>"{}|^`\\]*>'
 _CANONICAL_SUBJECT = re.compile(_CANONICAL_IRI).fullmatch
 _CANONICAL_OBJECT = re.compile(
-    rf'{_CANONICAL_IRI}|"[^"\\\n\r]*"(?:\^\^{_CANONICAL_IRI}|@[a-z]+(?:-[a-z0-9]+)*)?'
+    rf'{_CANONICAL_IRI}|"[^"\\\n\r]*"'
+    rf'(?:\^\^(?!<http://www\.w3\.org/2001/XMLSchema#string>){_CANONICAL_IRI}|@[a-z]+(?:-[a-z0-9]+)*)?'
 ).fullmatch
 
 
@@ -728,6 +735,8 @@ def make_literal(value: str, datatype: str | None = None, lang: str | None = Non
                 raise ValueError(f"bad datatype {datatype!r}")
         else:
             term = make_iri(datatype)
+        if term == _XSD_STRING:
+            return f'"{body}"'
         return f'"{body}"^^{term}'
     return f'"{body}"'
 

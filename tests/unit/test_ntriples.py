@@ -102,6 +102,8 @@ def same_term(theirs, ours: str, bnodes: BlankNodeMap) -> bool:
         return False
     lexical, datatype, lang = literal_parts(ours)
     their_datatype = make_iri(str(theirs.datatype)) if theirs.datatype is not None else None
+    if their_datatype == f"<{XSD}string>":
+        their_datatype = None  # one term in RDF 1.1: canonically written without the datatype
     their_lang = theirs.language.lower() if theirs.language else None
     return (lexical, datatype, lang) == (str(theirs), their_datatype, their_lang)
 
@@ -264,6 +266,18 @@ def test_two_spellings_of_a_statement_are_the_same_tuple() -> None:
     a = parse_line(f'<{EX}s> <{EX}p> "caf\\u00E9\\t!"@EN-gb .')
     b = parse_line(f'<\\u0068ttp://example.org/s>\t<{EX}\\U00000070>  "café\t\\u0021"@en-GB .  # same')
     assert a == b == (f"<{EX}s>", f"<{EX}p>", '"café\t!"@en-gb')
+
+
+def test_an_xsd_string_literal_is_the_plain_literal() -> None:
+    """One term in RDF 1.1, so one string, on every path that makes a literal term."""
+    plain = (f"<{EX}s>", f"<{EX}p>", '"x A"')
+    assert parse_line(f'<{EX}s> <{EX}p> "x A"^^<{XSD}string> .') == plain            # fast path
+    assert parse_line(f'<{EX}s>  <{EX}p> "x\\u0020A"^^<{XSD}string> .') == plain     # full parser
+    assert parse_line(f'<{EX}s> <{EX}p> << <{EX}s> <{EX}p> "x A"^^<{XSD}string> >> .')[2] == (
+        f'<< <{EX}s> <{EX}p> "x A" >>')
+    assert make_literal("x A", datatype=f"{XSD}string") == '"x A"'
+    assert parse_line(f'<{EX}s> <{EX}p> "x"^^<{XSD}stringy> .')[2] == f'"x"^^<{XSD}stringy>'
+    assert parse_line(f'<{EX}s> <{EX}p> "x"^^<{XSD}normalizedString> .')[2] == f'"x"^^<{XSD}normalizedString>'
 
 
 def test_literal_is_escaped_canonically() -> None:
@@ -453,7 +467,8 @@ def literals(text=st.text(max_size=20), iri_strategy=None) -> st.SearchStrategy[
     return st.one_of(
         st.builds(make_literal, text),
         st.builds(lambda v, lang: make_literal(v, lang=lang), text, LANGS),
-        st.builds(lambda v, dt: make_literal(v, datatype=dt), text, iri_strategy),
+        st.builds(lambda v, dt: make_literal(v, datatype=dt), text,
+                  st.one_of(iri_strategy, st.just(f"{XSD}string"))),
     )
 
 
