@@ -68,7 +68,11 @@ def test_strings_compare_as_strings_and_never_as_numbers():
 
 def test_language_strings():
     assert keeps('?s = "chat"@fr', s='"chat"@fr')
-    assert not keeps('?s = "chat"', s='"chat"@fr')  # type error
+    # a language-tagged string is unequal to any other literal, not a type error (W3C open-eq-08)
+    assert not keeps('?s = "chat"', s='"chat"@fr') and keeps('?s != "chat"', s='"chat"@fr')
+    assert keeps('?s != "chat"^^ex:unknown', s='"chat"@fr') and keeps('?s != 5', s='"chat"@fr')
+    # but a string against a number, or an unknown type against a string, stays an error both ways
+    assert not keeps('?s = "chat"^^ex:unknown', s='"chat"') and not keeps('?s != "chat"^^ex:unknown', s='"chat"')
     assert not keeps('?s < "d"@fr', s='"chat"@fr')  # not ordered
 
 
@@ -77,7 +81,33 @@ def test_datetimes_compare_as_instants():
     assert keeps('?t = "2024-01-01T10:30:00Z"^^xsd:dateTime', t=dt("2024-01-01T11:30:00+01:00"))
     assert keeps('?t < ?u', t=dt("2024-01-01T10:00:00.5Z"), u=dt("2024-01-01T10:00:00.75Z"))
     assert not keeps('?t < ?u', t=dt("2024-01-01T10:00:00"), u=dt("2024-01-01T10:00:00Z"))  # indeterminate
+    assert not keeps('?t >= ?u', t=dt("2024-01-01T10:00:00"), u=dt("2024-01-01T10:00:00Z"))
     assert not keeps('?t > 5', t=dt("2024-01-01T10:00:00Z"))
+
+
+def test_an_instant_without_a_time_zone_is_ordered_only_beyond_14_hours():
+    """XSD's partial order: "10:00" (no zone) is some instant from 10:00-14:00 to 10:00+14:00."""
+    floating = dt("2024-01-01T10:00:00")
+    assert keeps("?t < ?u", t=floating, u=dt("2024-01-02T00:00:01Z"))       # 14 h 1 s later: ordered
+    assert not keeps("?t < ?u", t=floating, u=dt("2024-01-01T23:59:59Z"))   # within 14 h: error
+    assert not keeps("?t > ?u", t=floating, u=dt("2024-01-01T23:59:59Z"))
+    assert keeps("?t > ?u", t=floating, u=dt("2023-12-31T19:59:59Z"))       # 14 h 1 s earlier
+    assert keeps("?t != ?u", t=floating, u=dt("2024-01-03T10:00:00Z"))      # surely not equal
+    assert not keeps("?t != ?u", t=floating, u=dt("2024-01-01T10:00:00Z"))  # might be equal: error
+
+
+def test_dates_compare_among_themselves_and_are_never_equal_to_a_datetime():
+    def date(text: str) -> str:
+        return f'"{text}"^^<{XSD}date>'
+
+    assert keeps('?d = "2006-08-23"^^xsd:date', d=date("2006-08-23"))
+    assert keeps('?d > "2006-08-22"^^xsd:date', d=date("2006-08-23Z"))     # 24 h apart, beyond 14 h
+    assert not keeps('?d = "2006-08-23"^^xsd:date', d=date("2006-08-23Z"))  # zone against none: error
+    assert keeps('?d > "2006-08-23Z"^^xsd:date', d=date("2006-08-23-05:00"))  # its midnight is 05:00Z
+    assert keeps('?d < "2006-08-23Z"^^xsd:date', d=date("2006-08-23+05:00"))  # and this one 19:00Z the day before
+    assert keeps('?d != "2006-08-23T00:00:00Z"^^xsd:dateTime', d=date("2006-08-23Z"))
+    assert not keeps('?d < "2006-08-24T00:00:00Z"^^xsd:dateTime', d=date("2006-08-23Z"))  # not ordered
+    assert keeps("DATATYPE(?d) = xsd:date", d=date("2006-08-23"))
 
 
 def test_iris_compare_by_equality_only():
@@ -228,6 +258,17 @@ def test_casts():
     assert keeps("xsd:boolean(?x)", x=integer(1))
     assert not keeps("xsd:integer(?s) > 10", s='"twelve"')  # cast error drops the row
     assert not keeps("xsd:integer(?x) > 10", x="<http://example.org/a>")
+
+
+def test_xsd_float_keeps_its_datatype_through_casts_arithmetic_and_promotion():
+    single = f'"1.5"^^<{XSD}float>'
+    assert keeps("DATATYPE(xsd:float(?s)) = xsd:float", s='"-10.2E3"')
+    assert keeps("DATATYPE(xsd:double(?x)) = xsd:double", x=single)
+    assert keeps("DATATYPE(?x + ?x) = xsd:float && ?x + ?x = 3", x=single)
+    assert keeps("DATATYPE(?x * 2) = xsd:float", x=single)               # integer promotes to float
+    assert keeps("DATATYPE(?x + 1.0e0) = xsd:double", x=single)          # float promotes to double
+    assert keeps("DATATYPE(-?x) = xsd:float && -?x < 0", x=single)
+    assert keeps("STR(xsd:float(?x)) = '2.0E0'", x=integer(2))
 
 
 def test_filter_variables_and_text():
