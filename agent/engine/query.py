@@ -7,7 +7,7 @@ builder ignore syntax, and lets tests build queries without the parser.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence, Union
+from typing import Any, Callable, Iterable, Sequence, Union
 
 Term = str
 
@@ -112,18 +112,23 @@ class Query:
 
     def variables(self) -> list[str]:
         """Variable names in order of first appearance in the patterns."""
-        seen: dict[str, None] = {}
+        return pattern_variables(self.patterns)
 
-        def visit(term: Any) -> None:
-            if isinstance(term, TriplePattern):
-                for t in term.terms():
-                    visit(t)
-            elif is_var(term):
-                seen.setdefault(term[1:], None)
 
-        for tp in self.patterns:
-            visit(tp)
-        return list(seen)
+def pattern_variables(patterns: Iterable[TriplePattern]) -> list[str]:
+    """Names (without '?') of the variables triple patterns bind, in order of first appearance."""
+    seen: dict[str, None] = {}
+
+    def visit(term: Any) -> None:
+        if isinstance(term, TriplePattern):
+            for t in term.terms():
+                visit(t)
+        elif is_var(term):
+            seen.setdefault(term[1:], None)
+
+    for tp in patterns:
+        visit(tp)
+    return list(seen)
 
 
 def parse_query(text: str, **options: Any) -> Query:

@@ -24,6 +24,12 @@ triple pattern and annotates its quoted form.
 Durations are ISO 8601 (``PT10S``, ``PT1M30S``, ``PT0.5S``, ``P1D``) or C-SPARQL (``10s``,
 ``5m``, ``1h``, ``100ms``, ``1d``).
 
+A FILTER applies to the group it is written in: one in a plain nested ``{ }`` sees only the
+variables bound inside that group, as in SPARQL (the others are unbound there); one in a
+``WINDOW w { }`` block sees the whole query's, as RSP-QL queries comparing window data
+with static thresholds expect. Not accepted, each with an error that says so: OPTIONAL,
+UNION, MINUS, GRAPH, BIND, VALUES, SERVICE, RDF collections, expressions in SELECT.
+
 Where patterns go: a triple pattern inside ``WINDOW w { }`` belongs to window ``w``. Outside
 any WINDOW block it belongs to the C-SPARQL default window when the query has ``FROM STREAM``
 clauses, and to static data (``window=None``) otherwise. The default window is marked
@@ -51,7 +57,7 @@ from urllib.parse import urljoin
 
 from . import filters
 from ...shared.ntriples import make_iri, make_literal, make_quoted
-from .query import Filter, Query, QuerySyntaxError, TriplePattern, WindowSpec, is_var
+from .query import Filter, Query, QuerySyntaxError, TriplePattern, WindowSpec, is_var, pattern_variables
 
 __all__ = ["parse_query", "parse_duration", "QuerySyntaxError"]
 
@@ -278,6 +284,7 @@ class _Parser:
         self.streams: list[tuple[str, int | None, int | None, _Token]] = []  # C-SPARQL FROM STREAM
         self.patterns: list[TriplePattern] = []
         self.filters: list[Filter] = []
+        self.filter_exprs: list[tuple[filters.Expr, str]] = []  # each filter's tree and text
         self.anon = 0
         self.default_window: str | None = None  # the C-SPARQL window, when FROM STREAM is used
 
@@ -381,7 +388,11 @@ class _Parser:
     def resolve(self, iri: str) -> str:
         if self.base is None or _SCHEME_RE.match(iri):
             return iri
-        return urljoin(self.base, iri)
+        resolved = urljoin(self.base, iri)
+        # urljoin drops an empty fragment or query ("PREFIX : <#>"); RFC 3986 keeps it
+        if iri[-1:] in ("#", "?") and resolved[-1:] != iri[-1:]:
+            resolved += iri[-1]
+        return resolved
 
     def query_name(self) -> str:
         token = self.lexer.next()
@@ -401,8 +412,14 @@ class _Parser:
         if self.accept_punct("*"):
             return distinct, []
         select: list[tuple[str, _Token]] = []
-        while self.lexer.peek().kind == "VAR":
-            token = self.lexer.next()
+        while True:
+            token = self.lexer.peek()
+            if token.is_punct("("):
+                raise self.error("expressions in SELECT ((... AS ?v)) are not supported by the engine; "
+                                 "select variables, and use FILTER to test values", token, ("a variable",))
+            if token.kind != "VAR":
+                break
+            self.lexer.next()
             select.append((token.text[1:], token))
         if not select:
             raise self.expected("'*' or a variable")
@@ -500,7 +517,7 @@ class _Parser:
                 self.lexer.next()
                 continue
             if token.is_punct("{"):
-                self.group(window)
+                self.nested_group(window)
                 continue
             if token.is_word("WINDOW"):
                 self.window_block(window)
@@ -513,12 +530,36 @@ class _Parser:
                 following = self.lexer.peek()
                 if not (following.is_punct(".") or following.is_punct("}") or following.is_word("FILTER", "WINDOW")
                         or following.is_punct("{")):
+                    self.refuse_unsupported(following)
                     raise self.expected("'.', ';', ',' or '}'", following)
                 continue
-            if token.is_word(*_UNSUPPORTED_GROUP_WORDS):
-                raise self.error(f"{token.text.upper()} is not supported by the engine (conjunctive patterns "
-                                 "with FILTER only)", token, ("'}'", "a triple pattern"))
+            self.refuse_unsupported(token)
             raise self.expected("'}' or a triple pattern", token)
+
+    def refuse_unsupported(self, token: _Token) -> None:
+        if token.is_word(*_UNSUPPORTED_GROUP_WORDS):
+            raise self.error(f"{token.text.upper()} is not supported by the engine (conjunctive patterns "
+                             "with FILTER only)", token, ("'}'", "a triple pattern"))
+
+    def nested_group(self, window: str | None) -> None:
+        """A ``{ }`` group inside another: its triple patterns join the query's, but its FILTERs
+        see only the variables bound inside it (SPARQL's scope: in ``{ ?x :p ?v { FILTER(?v = 1) } }``
+        the inner ?v is unbound, so the filter fails). A FILTER in a WINDOW block, by contrast,
+        sees the whole query, as RSP-QL queries that test window data against static
+        thresholds expect."""
+        first_pattern, first_filter = len(self.patterns), len(self.filters)
+        self.group(window)
+        inside = set(pattern_variables(self.patterns[first_pattern:]))
+
+        def scoped(name: str) -> str:
+            return name if name in inside or name.startswith("_:") else f"_:outside-group:{name}"
+
+        for i in range(first_filter, len(self.filters)):
+            expr, text = self.filter_exprs[i]
+            if not filters.variables_of(expr) <= inside:
+                expr = filters.rename_variables(expr, scoped)
+                self.filters[i] = filters.compile_filter(expr, text)
+                self.filter_exprs[i] = (expr, text)
 
     def window_block(self, outer: str | None) -> None:
         keyword = self.lexer.next()
@@ -731,6 +772,7 @@ class _Parser:
         except filters.FilterCompileError as exc:
             raise self.error(str(exc), keyword, ("a valid FILTER",)) from None
         self.filters.append(compiled)
+        self.filter_exprs.append((expr, text))
 
     def bracketted(self):
         self.expect_punct("(")

@@ -349,6 +349,32 @@ def test_prefixed_names_escapes_base_and_a():
     assert pats[3].s == ex("p%20q") and pats[3].p == ex("x.y")
 
 
+def test_an_empty_fragment_survives_base_resolution():
+    """RFC 3986 keeps it; Python's urljoin drops it (W3C test basic/base-prefix-2)."""
+    q = parse_query("BASE <http://example.org/x/> PREFIX : <#> PREFIX q: <?> SELECT * WHERE { :x q:p ?v }")
+    assert q.patterns[0].s == "<http://example.org/x/#x>" and q.patterns[0].p == "<http://example.org/x/?p>"
+
+
+def test_a_filter_in_a_nested_group_sees_only_that_groups_variables():
+    """SPARQL scope (W3C algebra/filter-nested-2): the inner ?v is unbound, so BOUND is false."""
+    from edgewave.agent.engine import Engine
+
+    def matches(where: str) -> int:
+        found: list = []
+        engine = Engine(entailment=False, on_match=found.append)
+        engine.add_query(parse_query(f"PREFIX : <http://example.org/> SELECT ?v WHERE {where}"))
+        engine.add_static([(ex("x"), ex("p"), '"1"^^<http://www.w3.org/2001/XMLSchema#integer>'),
+                           (ex("x"), ex("q"), ex("y"))])
+        return len(found)
+
+    assert matches("{ :x :p ?v . FILTER(?v = 1) }") == 1
+    assert matches("{ :x :p ?v . { FILTER(?v = 1) } }") == 0
+    assert matches("{ :x :p ?v . { FILTER(!BOUND(?v)) } }") == 1
+    assert matches("{ :x :p ?v . { :x :q ?y . FILTER(?v = 1) } }") == 0
+    assert matches("{ { :x :p ?v . :x :q ?y . FILTER(?v = 1) } }") == 1
+    assert matches("{ :x :q ?y . { :x :p ?v . { FILTER(?v = 1) } } }") == 0
+
+
 def test_blank_nodes_are_non_distinguished_variables():
     q = parse_query("""PREFIX : <http://example.org/>
         SELECT * FROM NAMED WINDOW :w ON :s [RANGE PT1S]
@@ -466,6 +492,10 @@ def test_bad_filter_expressions():
 def test_unsupported_constructs_say_so():
     e = _error("SELECT * FROM STREAM <s> [RANGE 1s] WHERE { ?x <p> ?y . OPTIONAL { ?x <q> ?z } }")
     assert (e.line, e.column) == (1, 57) and "OPTIONAL is not supported" in str(e)
+    e = _error("SELECT * FROM STREAM <s> [RANGE 1s] WHERE { ?x <p> ?y UNION { ?x <q> ?z } }")
+    assert (e.line, e.column) == (1, 55) and "UNION is not supported" in str(e)  # no '.' before it
+    e = _error("SELECT ?x (?y + 1 AS ?z) FROM STREAM <s> [RANGE 1s] WHERE { ?x <p> ?y }")
+    assert (e.line, e.column) == (1, 11) and "expressions in SELECT" in str(e)
     e = _error("SELECT * FROM NAMED WINDOW <w> ON <s> [RANGE TRIPLES 10] WHERE { WINDOW <w> { ?x <p> ?y } }")
     assert "count-based windows" in str(e)
     e = _error("SELECT * FROM NAMED WINDOW <w> ON <s> [RANGE PT1S] WHERE { WINDOW ?w { ?x <p> ?y } }")
