@@ -13,6 +13,11 @@ the W3C's expected solutions as a multiset. Tests the engine refuses by design (
 UNION, RDF collections, expressions in SELECT) are listed in REFUSED: each must be refused
 with a syntax error that says why, never half-run.
 
+The SPARQL 1.1 entailment-regime tests that apply under RDFS run the same way with the
+epsilon-network on, the data file serving as schema and static data at once. They are read
+from the team's reference data beside the checkout (not copied: that folder's licence text
+is not in our copy) and skipped where it is absent.
+
 What a SPARQL engine would add and the harness does itself: SELECT DISTINCT. The engine
 reports every distinct combination of triples once (unrestricted consumption), so the
 harness removes duplicate projected rows when the query says DISTINCT.
@@ -27,6 +32,7 @@ from typing import NamedTuple
 
 import pytest
 import rdflib
+from rdflib.collection import Collection
 from rdflib.namespace import RDF
 
 from edgewave.agent.engine import Engine, parse_query
@@ -41,6 +47,8 @@ FOLDERS = ("basic", "triple-match", "expr-builtin", "expr-equals", "expr-ops", "
 MF = rdflib.Namespace("http://www.w3.org/2001/sw/DataAccess/tests/test-manifest#")
 QT = rdflib.Namespace("http://www.w3.org/2001/sw/DataAccess/tests/test-query#")
 DAWGT = rdflib.Namespace("http://www.w3.org/2001/sw/DataAccess/tests/test-dawg#")
+SD = rdflib.Namespace("http://www.w3.org/ns/sparql-service-description#")
+ENT = rdflib.Namespace("http://www.w3.org/ns/entailment/")
 SRX = "{http://www.w3.org/2005/sparql-results#}"
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 
@@ -69,20 +77,22 @@ class Case(NamedTuple):
     result: Path
 
 
-def _cases() -> list[Case]:
+def _cases(folders: list[Path], regime: rdflib.URIRef | None = None) -> list[Case]:
     cases = []
-    for folder in FOLDERS:
-        manifest = rdflib.Graph().parse(SUITE / folder / "manifest.ttl", format="turtle")
+    for folder in folders:
+        manifest = rdflib.Graph().parse(folder / "manifest.ttl", format="turtle")
         for test in manifest.subjects(RDF.type, MF.QueryEvaluationTest):
             if (test, DAWGT.approval, DAWGT.Withdrawn) in manifest:
                 continue
             action = manifest.value(test, MF.action)
+            if regime is not None and regime not in _regimes(manifest, action):
+                continue
             data = list(manifest.objects(action, QT.data))
             result = str(manifest.value(test, MF.result))
             if len(data) != 1 or list(manifest.objects(action, QT.graphData)) or not result.endswith(".srx"):
                 continue  # datasets of several graphs, CONSTRUCT/ASK results: not patterns' business
             query = Path(str(manifest.value(action, QT.query)).removeprefix("file://"))
-            cases.append(Case(f"{folder}/{query.stem}", query, Path(str(data[0]).removeprefix("file://")),
+            cases.append(Case(f"{folder.name}/{query.stem}", query, Path(str(data[0]).removeprefix("file://")),
                               Path(result.removeprefix("file://"))))
     stems = Counter(case.id for case in cases)
     return sorted(
@@ -90,9 +100,31 @@ def _cases() -> list[Case]:
         key=lambda case: case.id)
 
 
-CASES = _cases()
+def _regimes(manifest: rdflib.Graph, action: rdflib.term.Node) -> set:
+    found: set = set()
+    for regime in manifest.objects(action, SD.entailmentRegime):
+        found |= set(Collection(manifest, regime)) if (regime, RDF.first, None) in manifest else {regime}
+    return found
+
+
+CASES = _cases([SUITE / folder for folder in FOLDERS])
 RUN = [case for case in CASES if case.id.split("[")[0] not in REFUSED]
 REFUSE = [case for case in CASES if case.id.split("[")[0] in REFUSED]
+
+ENTAILMENT = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "w3c-rdf-tests" / "sparql" / "sparql11" / "entailment"
+ENTAILMENT_CASES = _cases([ENTAILMENT], ENT.RDFS) if ENTAILMENT.is_dir() else []
+# Sparkwave's epsilon-network entails instance triples (rdfs2, 3, 7, 9, inverse, symmetric);
+# it does not add schema triples. These tests query the schema's own closure, so the engine
+# finds only the asserted part of their solutions (checked: never a wrong one).
+SCHEMA_CLOSURE = {
+    "entailment/rdfs05": "rdfs10: every class is a subclass of itself",
+    "entailment/rdfs11": "rdfs6: every property is a subproperty of itself",
+    "entailment/sparqldl-02": "rdfs10", "entailment/sparqldl-03": "rdfs10",
+    "entailment/paper-sparqldl-Q1": "rdfs11: subClassOf is transitive, as triples",
+}
+REFUSED_ENTAILMENT = {**{f"entailment/bind0{i}": "BIND is not supported" for i in range(1, 9)},
+                      "entailment/sparqldl-05": "expected REGISTER, PREFIX or SELECT, found 'ASK'",
+                      "entailment/sparqldl-06": "expected REGISTER, PREFIX or SELECT, found 'ASK'"}
 
 
 def expected_rows(path: Path) -> list[dict[str, str]]:
@@ -154,13 +186,13 @@ def as_stream_query(query: Query) -> Query:
     return dataclasses.replace(query, windows={stream: window}, patterns=patterns)
 
 
-def solutions(case: Case, streamed: bool) -> list[Row]:
+def solutions(case: Case, streamed: bool, entailment: bool = False) -> list[Row]:
     query = parse_query(case.query.read_text(encoding="utf-8"))
     errors: list = []
     data = read_triples(case.data, errors)
     assert not errors
     matches: list = []
-    engine = Engine(entailment=False, on_match=matches.append)
+    engine = Engine(schema=data if entailment else None, entailment=entailment, on_match=matches.append)
     if streamed:
         engine.add_query(as_stream_query(query))
         for ts, triple in enumerate(data):
@@ -179,6 +211,9 @@ def solutions(case: Case, streamed: bool) -> list[Row]:
 def test_the_suite_is_there_and_most_of_it_runs() -> None:
     assert len(CASES) >= 110 and len(RUN) >= 90, (len(CASES), len(RUN))
     assert {case.id.split("[")[0] for case in REFUSE} == set(REFUSED)
+    if ENTAILMENT_CASES:
+        assert len(ENTAILMENT_CASES) >= 30
+        assert set(SCHEMA_CLOSURE) | set(REFUSED_ENTAILMENT) <= {case.id.split("[")[0] for case in ENTAILMENT_CASES}
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["static", "streamed"])
@@ -194,3 +229,26 @@ def test_w3c_query_gives_the_expected_solutions(case: Case, streamed: bool) -> N
 def test_w3c_query_outside_the_pattern_language_is_refused_with_the_reason(case: Case) -> None:
     with pytest.raises(QuerySyntaxError, match=REFUSED[case.id.split("[")[0]]):
         parse_query(case.query.read_text(encoding="utf-8"))
+
+
+def _entailment_params() -> list:
+    if not ENTAILMENT_CASES:
+        return [pytest.param(None, marks=pytest.mark.skip(reason=f"reference data not found at {ENTAILMENT}"))]
+    return [pytest.param(case, id=case.id) for case in ENTAILMENT_CASES]
+
+
+@pytest.mark.parametrize("case", _entailment_params())
+def test_w3c_rdfs_entailment_query(case: Case) -> None:
+    stem = case.id.split("[")[0]
+    if stem in REFUSED_ENTAILMENT:
+        with pytest.raises(QuerySyntaxError, match=REFUSED_ENTAILMENT[stem]):
+            parse_query(case.query.read_text(encoding="utf-8"))
+        return
+    want = [tuple(sorted(row.items())) for row in expected_rows(case.result)]
+    for streamed in (False, True):
+        got = solutions(case, streamed, entailment=True)
+        if stem in SCHEMA_CLOSURE:
+            assert set(got) < set(want), (SCHEMA_CLOSURE[stem], sorted(got), sorted(want))
+        else:
+            assert same_solutions(got, want), (
+                f"{case.query.name} ({'streamed' if streamed else 'static'})\n  got {sorted(got)}\n  want {sorted(want)}")
