@@ -413,13 +413,13 @@ def _cast(datatype: str, value: Any, term: str) -> Any:
     if datatype == XSD + "dateTime":
         if t is datetime:
             return value
+        if t is Date:
+            return value.start  # XPath: a date becomes its first instant, in its zone if it has one
         raise EvalError("cannot cast to dateTime")
-    if t is datetime:
-        raise EvalError("cannot cast a dateTime to a number")
+    if t is datetime or t is Date:
+        raise EvalError("cannot cast a date or dateTime to a number or boolean")
     if datatype == XSD + "boolean":
         return value if t is bool else (value != 0 and value == value)
-    if t is Date:
-        raise EvalError("cannot cast a date")
     floating = t is float or t is Single
     if datatype == XSD + "integer":
         if floating and (math.isnan(value) or math.isinf(value)):

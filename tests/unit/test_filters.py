@@ -108,6 +108,9 @@ def test_dates_compare_among_themselves_and_are_never_equal_to_a_datetime():
     assert keeps('?d != "2006-08-23T00:00:00Z"^^xsd:dateTime', d=date("2006-08-23Z"))
     assert not keeps('?d < "2006-08-24T00:00:00Z"^^xsd:dateTime', d=date("2006-08-23Z"))  # not ordered
     assert keeps("DATATYPE(?d) = xsd:date", d=date("2006-08-23"))
+    assert keeps('xsd:dateTime(?d) = "2006-08-23T00:00:00+05:00"^^xsd:dateTime', d=date("2006-08-23+05:00"))
+    assert not keeps("xsd:boolean(?d)", d=date("2006-08-23")) and not keeps("BOUND(?d) && !xsd:boolean(?d)", d=date("2006-08-23"))
+    assert not keeps("xsd:integer(?d) > 0", d=date("2006-08-23"))
 
 
 def test_iris_compare_by_equality_only():
