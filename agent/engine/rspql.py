@@ -28,7 +28,9 @@ A FILTER applies to the group it is written in: one in a plain nested ``{ }`` se
 variables bound inside that group, as in SPARQL (the others are unbound there); one in a
 ``WINDOW w { }`` block sees the whole query's, as RSP-QL queries comparing window data
 with static thresholds expect. Not accepted, each with an error that says so: OPTIONAL,
-UNION, MINUS, GRAPH, BIND, VALUES, SERVICE, RDF collections, expressions in SELECT.
+UNION, MINUS, GRAPH, BIND, VALUES, SERVICE, FILTER [NOT] EXISTS, property paths, RDF
+collections, expressions in SELECT, ORDER BY/GROUP BY/HAVING/LIMIT/OFFSET, and ASK,
+CONSTRUCT and DESCRIBE queries.
 
 Where patterns go: a triple pattern inside ``WINDOW w { }`` belongs to window ``w``. Outside
 any WINDOW block it belongs to the C-SPARQL default window when the query has ``FROM STREAM``
@@ -327,7 +329,11 @@ class _Parser:
             name = self.query_name()
             self.expect_word("AS")
             self.prologue()
-        if not self.lexer.peek().is_word("SELECT"):
+        token = self.lexer.peek()
+        if token.is_word("ASK", "CONSTRUCT", "DESCRIBE"):
+            raise self.error(f"{token.text.upper()} queries are not supported: a pattern is a SELECT query", token,
+                             ("SELECT",))
+        if not token.is_word("SELECT"):
             raise self.expected("SELECT" if registered else "REGISTER, PREFIX or SELECT")
         distinct, select = self.select_clause()
         while self.lexer.peek().is_word("FROM"):
@@ -338,6 +344,10 @@ class _Parser:
             raise self.expected("'{'" if self.windows or self.streams else "FROM or '{'")
         self.group(window=self.default_window)
         token = self.lexer.peek()
+        if token.is_word("ORDER", "GROUP", "HAVING", "LIMIT", "OFFSET"):
+            word = {"ORDER": "ORDER BY", "GROUP": "GROUP BY"}.get(token.text.upper(), token.text.upper())
+            raise self.error(f"{word} is not supported: a pattern's matches are reported as they "
+                             "complete, with no solution modifiers", token, ("end of query",))
         if token.kind != "EOF":
             raise self.expected("end of query", token)
         if not self.patterns:
@@ -621,7 +631,13 @@ class _Parser:
             self.lexer.next()
             return "?" + token.text[1:]
         if token.kind in ("IRI", "PNAME"):
-            return self.iri("a predicate")
+            predicate = self.iri("a predicate")
+            following = self.lexer.peek()
+            signed_number = following.is_punct("+") and self.text[following.end:following.end + 1] in "0123456789."
+            if following.is_punct("/") or following.is_punct("*") or (following.is_punct("+") and not signed_number):
+                raise self.error("property paths are not supported by the engine; write one triple pattern "
+                                 "per step", following, ("an object",))
+            return predicate
         raise self.expected("a predicate (an IRI, a prefixed name, 'a' or a variable)", token)
 
     def subject_term(self, window: str | None):
@@ -757,6 +773,9 @@ class _Parser:
     def filter(self) -> None:
         keyword = self.lexer.next()
         start = self.lexer.peek()
+        if start.is_word("EXISTS", "NOT"):
+            raise self.error("FILTER EXISTS and NOT EXISTS are not supported by the engine", start,
+                             ("'(' or a function call",))
         if start.is_punct("("):
             expr = self.bracketted()
         elif start.kind == "NAME" and start.text.upper() in filters.BUILTINS:

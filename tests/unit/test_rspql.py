@@ -469,7 +469,10 @@ def test_unclosed_group_and_trailing_garbage():
     e = _error("SELECT * FROM STREAM <s> [RANGE 1s] WHERE { ?x <p> ?y .\n")
     assert str(e) == "line 2, column 1: expected '}' or a triple pattern, found end of query"
     e = _error("SELECT * FROM STREAM <s> [RANGE 1s] WHERE { ?x <p> ?y } LIMIT 5")
-    assert str(e) == "line 1, column 57: expected end of query, found 'LIMIT'"
+    assert str(e) == ("line 1, column 57: LIMIT is not supported: a pattern's matches are reported as they "
+                      "complete, with no solution modifiers")
+    e = _error("SELECT * FROM STREAM <s> [RANGE 1s] WHERE { ?x <p> ?y } ?z")
+    assert str(e) == "line 1, column 57: expected end of query, found '?z'"
 
 
 def test_bad_filter_expressions():
@@ -496,6 +499,15 @@ def test_unsupported_constructs_say_so():
     assert (e.line, e.column) == (1, 55) and "UNION is not supported" in str(e)  # no '.' before it
     e = _error("SELECT ?x (?y + 1 AS ?z) FROM STREAM <s> [RANGE 1s] WHERE { ?x <p> ?y }")
     assert (e.line, e.column) == (1, 11) and "expressions in SELECT" in str(e)
+    e = _error("PREFIX : <http://ex.org/>\nASK { ?x :p ?y }")
+    assert (e.line, e.column) == (2, 1) and "ASK queries are not supported" in str(e)
+    e = _error("SELECT * WHERE { ?x <p> ?y FILTER NOT EXISTS { ?x <q> ?z } }")
+    assert (e.line, e.column) == (1, 35) and "NOT EXISTS are not supported" in str(e)
+    e = _error("SELECT * WHERE { ?x <p> ?y } ORDER BY ?x LIMIT 5")
+    assert (e.line, e.column) == (1, 30) and "ORDER BY is not supported" in str(e)
+    e = _error("SELECT * WHERE { ?x <p>/<q> ?y }")
+    assert (e.line, e.column) == (1, 24) and "property paths are not supported" in str(e)
+    assert parse_query("SELECT * WHERE { ?x <p> +5 }").patterns[0].o == '"+5"^^<http://www.w3.org/2001/XMLSchema#integer>'
     e = _error("SELECT * FROM NAMED WINDOW <w> ON <s> [RANGE TRIPLES 10] WHERE { WINDOW <w> { ?x <p> ?y } }")
     assert "count-based windows" in str(e)
     e = _error("SELECT * FROM NAMED WINDOW <w> ON <s> [RANGE PT1S] WHERE { WINDOW ?w { ?x <p> ?y } }")
