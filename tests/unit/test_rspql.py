@@ -492,26 +492,28 @@ def test_bad_filter_expressions():
     assert "expected ')' or an operator" in str(e)
 
 
-def test_unsupported_constructs_say_so():
-    e = _error("SELECT * FROM STREAM <s> [RANGE 1s] WHERE { ?x <p> ?y . OPTIONAL { ?x <q> ?z } }")
-    assert (e.line, e.column) == (1, 57) and "OPTIONAL is not supported" in str(e)
-    e = _error("SELECT * FROM STREAM <s> [RANGE 1s] WHERE { ?x <p> ?y UNION { ?x <q> ?z } }")
-    assert (e.line, e.column) == (1, 55) and "UNION is not supported" in str(e)  # no '.' before it
-    e = _error("SELECT ?x (?y + 1 AS ?z) FROM STREAM <s> [RANGE 1s] WHERE { ?x <p> ?y }")
-    assert (e.line, e.column) == (1, 11) and "expressions in SELECT" in str(e)
-    e = _error("PREFIX : <http://ex.org/>\nASK { ?x :p ?y }")
-    assert (e.line, e.column) == (2, 1) and "ASK queries are not supported" in str(e)
-    e = _error("SELECT * WHERE { ?x <p> ?y FILTER NOT EXISTS { ?x <q> ?z } }")
-    assert (e.line, e.column) == (1, 35) and "NOT EXISTS are not supported" in str(e)
-    e = _error("SELECT * WHERE { ?x <p> ?y } ORDER BY ?x LIMIT 5")
-    assert (e.line, e.column) == (1, 30) and "ORDER BY is not supported" in str(e)
-    e = _error("SELECT * WHERE { ?x <p>/<q> ?y }")
-    assert (e.line, e.column) == (1, 24) and "property paths are not supported" in str(e)
+@pytest.mark.parametrize("text,line,column,message", [
+    ("SELECT * FROM STREAM <s> [RANGE 1s] WHERE { ?x <p> ?y . OPTIONAL { ?x <q> ?z } }", 1, 57,
+     "OPTIONAL is not supported"),
+    ("SELECT * FROM STREAM <s> [RANGE 1s] WHERE { ?x <p> ?y UNION { ?x <q> ?z } }", 1, 55,
+     "UNION is not supported"),  # no '.' before it
+    ("SELECT ?x (?y + 1 AS ?z) FROM STREAM <s> [RANGE 1s] WHERE { ?x <p> ?y }", 1, 11, "expressions in SELECT"),
+    ("PREFIX : <http://ex.org/>\nASK { ?x :p ?y }", 2, 1, "ASK queries are not supported"),
+    ("SELECT * WHERE { ?x <p> ?y FILTER NOT EXISTS { ?x <q> ?z } }", 1, 35, "NOT EXISTS are not supported"),
+    ("SELECT * WHERE { ?x <p> ?y } ORDER BY ?x LIMIT 5", 1, 30, "ORDER BY is not supported"),
+    ("SELECT * WHERE { ?x <p>/<q> ?y }", 1, 24, "property paths are not supported"),
+    ("SELECT * FROM NAMED WINDOW <w> ON <s> [RANGE TRIPLES 10] WHERE { WINDOW <w> { ?x <p> ?y } }", 1, 46,
+     "count-based windows"),
+    ("SELECT * FROM NAMED WINDOW <w> ON <s> [RANGE PT1S] WHERE { WINDOW ?w { ?x <p> ?y } }", 1, 67,
+     "WINDOW with a variable is not supported"),
+])
+def test_unsupported_constructs_say_so(text, line, column, message):
+    e = _error(text)
+    assert (e.line, e.column) == (line, column) and message in str(e), str(e)
+
+
+def test_a_signed_number_after_a_predicate_is_a_literal_not_a_path():
     assert parse_query("SELECT * WHERE { ?x <p> +5 }").patterns[0].o == '"+5"^^<http://www.w3.org/2001/XMLSchema#integer>'
-    e = _error("SELECT * FROM NAMED WINDOW <w> ON <s> [RANGE TRIPLES 10] WHERE { WINDOW <w> { ?x <p> ?y } }")
-    assert "count-based windows" in str(e)
-    e = _error("SELECT * FROM NAMED WINDOW <w> ON <s> [RANGE PT1S] WHERE { WINDOW ?w { ?x <p> ?y } }")
-    assert "WINDOW with a variable is not supported" in str(e)
 
 
 def test_unterminated_string_and_stray_characters():
