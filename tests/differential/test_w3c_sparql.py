@@ -18,6 +18,11 @@ epsilon-network on, the data file serving as schema and static data at once. The
 from the team's reference data beside the checkout (not copied: that folder's licence text
 is not in our copy) and skipped where it is absent.
 
+The syntax tests (sparql10 syntax-sparql1-5 here; SPARQL 1.1's syntax-query from the
+reference data) hold the parser to the grammar: every invalid query must be refused, and
+every valid one accepted, or refused with an error saying what the engine does not support,
+never with a misreading ("expected X, found Y") or a crash.
+
 What a SPARQL engine would add and the harness does itself: SELECT DISTINCT. The engine
 reports every distinct combination of triples once (unrestricted consumption), so the
 harness removes duplicate projected rows when the query says DISTINCT.
@@ -25,6 +30,7 @@ harness removes duplicate projected rows when the query says DISTINCT.
 from __future__ import annotations
 
 import dataclasses
+import re
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
@@ -252,3 +258,42 @@ def test_w3c_rdfs_entailment_query(case: Case) -> None:
         else:
             assert same_solutions(got, want), (
                 f"{case.query.name} ({'streamed' if streamed else 'static'})\n  got {sorted(got)}\n  want {sorted(want)}")
+
+
+SYNTAX_FOLDERS = [SUITE / f"syntax-sparql{i}" for i in range(1, 6)]
+SYNTAX_11 = ENTAILMENT.parent / "syntax-query"
+# What the engine may answer to a valid query it does not take: it says so.
+REFUSAL = re.compile(r"not supported|the query has no triple patterns|unknown function")
+
+
+def _syntax_cases(folders: list[Path]) -> list:
+    cases = []
+    for folder in folders:
+        manifest = rdflib.Graph().parse(folder / "manifest.ttl", format="turtle")
+        for kind in ("PositiveSyntaxTest", "NegativeSyntaxTest", "PositiveSyntaxTest11", "NegativeSyntaxTest11"):
+            for test in manifest.subjects(RDF.type, MF[kind]):
+                if (test, DAWGT.approval, DAWGT.Withdrawn) in manifest:
+                    continue
+                query = Path(str(manifest.value(test, MF.action)).removeprefix("file://"))
+                cases.append(pytest.param(query, kind.startswith("Positive"), id=f"{folder.name}/{query.name}"))
+    return sorted(cases, key=lambda case: case.id)
+
+
+SYNTAX_CASES = _syntax_cases(SYNTAX_FOLDERS) + (_syntax_cases([SYNTAX_11]) if SYNTAX_11.is_dir() else [])
+
+
+def test_the_syntax_suites_are_there() -> None:
+    assert len(SYNTAX_CASES) >= 190 + (90 if SYNTAX_11.is_dir() else 0)
+
+
+@pytest.mark.parametrize("query,valid", SYNTAX_CASES)
+def test_w3c_syntax(query: Path, valid: bool) -> None:
+    text = query.read_text(encoding="utf-8")
+    if not valid:
+        with pytest.raises(QuerySyntaxError):
+            parse_query(text)
+        return
+    try:
+        parse_query(text)
+    except QuerySyntaxError as exc:
+        assert REFUSAL.search(str(exc)), f"a valid query misread: {exc}\n{text}"

@@ -506,10 +506,39 @@ def test_bad_filter_expressions():
      "count-based windows"),
     ("SELECT * FROM NAMED WINDOW <w> ON <s> [RANGE PT1S] WHERE { WINDOW ?w { ?x <p> ?y } }", 1, 67,
      "WINDOW with a variable is not supported"),
+    ("SELECT * WHERE { ?x <p> ?y { SELECT ?y WHERE { ?y <q> ?z } } }", 1, 30, "subqueries are not supported"),
+    ("SELECT * WHERE { ?x <p>|<q> ?y }", 1, 24, "property paths are not supported"),
+    ("SELECT * WHERE { ?x ^<p> ?y }", 1, 21, "property paths are not supported"),
+    ("SELECT * WHERE { ( ?x ) <p> ?y }", 1, 18, "RDF collections are not supported"),
+    ("SELECT * WHERE { ?x <p> ?y FILTER(?y && NOT EXISTS { ?y <q> 1 }) }", 1, 41, "NOT EXISTS are not supported"),
+    ("PREFIX f: <http://ex.org/fn#>\nSELECT * WHERE { ?x <p> ?y FILTER(f:near(?y, 1)) }", 2, 35,
+     "unknown function <http://ex.org/fn#near>"),
 ])
 def test_unsupported_constructs_say_so(text, line, column, message):
     e = _error(text)
     assert (e.line, e.column) == (line, column) and message in str(e), str(e)
+
+
+@pytest.mark.parametrize("text,line,column,message", [
+    ("SELECT * WHERE { . ?x <p> ?y }", 1, 18, "expected '}' or a triple pattern, found '.'"),
+    ("SELECT * WHERE { ?x <p> ?y . . ?x <q> ?z }", 1, 30, "expected '}' or a triple pattern, found '.'"),
+    ("SELECT * WHERE { _:a <p> ?y . { _:a <q> 1 } }", 1, 33, "blank node _:a is used in two groups"),
+    ("SELECT * WHERE { ?x <p> '\\uD800' }", 1, 25, "lone surrogate"),
+    ("SELECT * WHERE { ?x <p\\U00110000> 1 }", 1, 21, "beyond the last Unicode code point"),
+])
+def test_invalid_sparql_is_refused_where_it_goes_wrong(text, line, column, message):
+    """From the W3C's negative syntax tests (syntax-sparql3 and 4, syntax-query)."""
+    e = _error(text)
+    assert (e.line, e.column) == (line, column) and message in str(e), str(e)
+
+
+def test_valid_sparql_the_parser_used_to_misread():
+    """From the W3C's positive syntax tests: a trailing ';' before FILTER or a group, a
+    surrogate pair written as two escapes (as Java tools do)."""
+    q = parse_query("SELECT * WHERE { ?x <p> ?y ; FILTER(?y > 1) ?x <q> ?z ; { ?x <r> 1 ; } }")
+    assert [p.p for p in q.patterns] == ["<p>", "<q>", "<r>"] and len(q.filters) == 1
+    assert parse_query("SELECT * WHERE { ?x <p> '\\uD83D\\uDE00' }").patterns[0].o == '"\U0001F600"'
+    assert len(parse_query("SELECT * WHERE { _:a <p> ?y . _:a <q> 1 . FILTER(?y > 0) _:a <r> 2 }").patterns) == 3
 
 
 def test_a_signed_number_after_a_predicate_is_a_literal_not_a_path():
