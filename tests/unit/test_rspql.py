@@ -513,21 +513,14 @@ def test_bad_filter_expressions():
     ("SELECT * WHERE { ?x <p> ?y FILTER(?y && NOT EXISTS { ?y <q> 1 }) }", 1, 41, "NOT EXISTS are not supported"),
     ("PREFIX f: <http://ex.org/fn#>\nSELECT * WHERE { ?x <p> ?y FILTER(f:near(?y, 1)) }", 2, 35,
      "unknown function <http://ex.org/fn#near>"),
-])
-def test_unsupported_constructs_say_so(text, line, column, message):
-    e = _error(text)
-    assert (e.line, e.column) == (line, column) and message in str(e), str(e)
-
-
-@pytest.mark.parametrize("text,line,column,message", [
+    # invalid SPARQL, after the W3C's negative syntax tests (syntax-sparql3 and 4, syntax-query)
     ("SELECT * WHERE { . ?x <p> ?y }", 1, 18, "expected '}' or a triple pattern, found '.'"),
     ("SELECT * WHERE { ?x <p> ?y . . ?x <q> ?z }", 1, 30, "expected '}' or a triple pattern, found '.'"),
     ("SELECT * WHERE { _:a <p> ?y . { _:a <q> 1 } }", 1, 33, "blank node _:a is used in two groups"),
     ("SELECT * WHERE { ?x <p> '\\uD800' }", 1, 25, "lone surrogate"),
     ("SELECT * WHERE { ?x <p\\U00110000> 1 }", 1, 21, "beyond the last Unicode code point"),
 ])
-def test_invalid_sparql_is_refused_where_it_goes_wrong(text, line, column, message):
-    """From the W3C's negative syntax tests (syntax-sparql3 and 4, syntax-query)."""
+def test_unsupported_constructs_and_invalid_sparql_say_where_and_why(text, line, column, message):
     e = _error(text)
     assert (e.line, e.column) == (line, column) and message in str(e), str(e)
 
