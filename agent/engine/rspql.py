@@ -61,7 +61,7 @@ from urllib.parse import urljoin
 
 from . import filters
 from ...shared.ntriples import make_iri, make_literal, make_quoted
-from .query import Filter, Query, QuerySyntaxError, TriplePattern, WindowSpec, is_var, pattern_variables
+from .query import Query, QuerySyntaxError, TriplePattern, WindowSpec, is_var, pattern_variables
 
 __all__ = ["parse_query", "parse_duration", "QuerySyntaxError"]
 
@@ -307,8 +307,7 @@ class _Parser:
         self.windows: dict[str, WindowSpec] = {}
         self.streams: list[tuple[str, int | None, int | None, _Token]] = []  # C-SPARQL FROM STREAM
         self.patterns: list[TriplePattern] = []
-        self.filters: list[Filter] = []
-        self.filter_exprs: list[tuple[filters.Expr, str]] = []  # each filter's tree and text
+        self.filters: list[tuple[filters.Expr, str]] = []  # each FILTER's tree and text, compiled at the end
         self.groups: list[int] = []  # the open { } groups, innermost last, by number
         self.groups_opened = 0
         self.blank_node_groups: dict[str, int] = {}  # _:label -> the group it belongs to
@@ -387,18 +386,19 @@ class _Parser:
             raise self.expected("end of query", token)
         if not self.patterns:
             raise self.error("the query has no triple patterns", token, ("a triple pattern",))
+        compiled_filters = tuple(filters.compile_filter(expr, text) for expr, text in self.filters)
         query = Query(
             name=name,
             select=tuple(v for v, _ in select),
             windows=dict(self.windows),
             patterns=tuple(self.patterns),
-            filters=tuple(self.filters),
+            filters=compiled_filters,
             text=self.text,
             prefixes=dict(self.prefixes),
             distinct=distinct,
         )
         known = set(query.variables())
-        for compiled in self.filters:
+        for compiled in compiled_filters:
             # a variable no pattern binds stays unbound (BOUND is false, other uses are errors);
             # the network must not wait for it before evaluating the filter
             compiled.variables = compiled.variables & known
@@ -612,11 +612,9 @@ class _Parser:
             return name if name in inside or name.startswith("_:") else f"_:outside-group:{name}"
 
         for i in range(first_filter, len(self.filters)):
-            expr, text = self.filter_exprs[i]
+            expr, text = self.filters[i]
             if not filters.variables_of(expr) <= inside:
-                expr = filters.rename_variables(expr, scoped)
-                self.filters[i] = filters.compile_filter(expr, text)
-                self.filter_exprs[i] = (expr, text)
+                self.filters[i] = (filters.rename_variables(expr, scoped), text)
 
     def window_block(self, outer: str | None) -> None:
         keyword = self.lexer.next()
@@ -844,11 +842,10 @@ class _Parser:
         end = self.lexer.pos if self.lexer._peeked is None else self.lexer._peeked.pos
         text = self.text[start.pos:end].strip()
         try:
-            compiled = filters.compile_filter(expr, text)
+            filters.check(expr)
         except filters.FilterCompileError as exc:
             raise self.error(str(exc), keyword, ("a valid FILTER",)) from None
-        self.filters.append(compiled)
-        self.filter_exprs.append((expr, text))
+        self.filters.append((expr, text))
 
     def bracketted(self):
         self.expect_punct("(")

@@ -41,6 +41,8 @@ from pathlib import Path
 import pyoxigraph as ox
 import pytest
 
+from edgewave.shared.ntriples import make_iri, make_literal
+
 SAMPLE = "http://www.insight-centre.org/dataset/SampleEventService#"
 CT = "http://www.insight-centre.org/citytraffic#"
 SSN = "http://purl.oclc.org/NET/ssnx/ssn#"
@@ -155,14 +157,8 @@ def comparable(term: str) -> str:
 
 def _term(node: ox.NamedNode | ox.Literal) -> str:
     if isinstance(node, ox.NamedNode):
-        return f"<{node.value}>"
-    assert isinstance(node, ox.Literal), node
-    lexical = node.value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
-    if node.language:
-        return f'"{lexical}"@{node.language.lower()}'
-    if node.datatype.value != "http://www.w3.org/2001/XMLSchema#string":
-        return f'"{lexical}"^^<{node.datatype.value}>'
-    return f'"{lexical}"'
+        return make_iri(node.value)
+    return make_literal(node.value, node.datatype.value if not node.language else None, node.language)
 
 
 def _quad(triple: tuple[str, str, str]) -> ox.Quad:
