@@ -196,7 +196,7 @@ def reference(city: CityData, text: str) -> set[frozenset]:
 @pytest.fixture(scope="module")
 def city() -> CityData:
     root = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "citybench"
-    if not root.is_dir():
+    if not root.is_dir():  # GPL-3.0 data: read where the team keeps it, never copied in
         pytest.skip(f"reference data not found at {root} (it lives beside the checkout)")
     return CityData(root)
 
