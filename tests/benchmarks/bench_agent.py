@@ -5,9 +5,11 @@ Runs ``edgewave-agent run`` as a subprocess between two brokers it starts itself
 
 1. publish-to-uplink latency of a message that completes a pattern, at 1,000 msgs/s
    (p50, p99; target p99 < 10 ms), read strictly: *every* message completes a pattern, so
-   the agent forwards 1,000 events/s. Baseline in the same run: the same publish ->
-   subscribe path through one broker without the agent. The completing messages inside
-   the demo mix of step 2 (1 in 20 completes) are reported too.
+   the agent forwards 1,000 events/s. It is measured in rounds (five of 10 s), each right
+   after a baseline round: the same publish -> subscribe path through one broker without
+   the agent. Every round is printed with the CPU steal it saw; the figure checked is the
+   p99 of all the rounds' messages together (50,000). The completing messages inside the
+   demo mix of step 2 (1 in 20 completes) are reported too.
 2. the highest sustained input rate without growing lag: a demo-like mix (19 in 20
    messages are sensor observations the significance filter mostly drops, 1 in 20
    completes a pattern), stepped up until the lag at the end of a step exceeds the lag
@@ -174,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run")
     args = parser.parse_args(argv)
     latency_s = 2.0 if args.quick else 10.0
+    latency_rounds = 1 if args.quick else 5
+    baseline_s = 2.0
     step_s = 2.0 if args.quick else 6.0
     rates = [1000, 2000] if args.quick else [1000, 2000, 3000, 4000, 6000, 8000]
 
@@ -183,16 +187,11 @@ def main(argv: list[str] | None = None) -> int:
     agent = None
     log = open(work / "agent.log", "wb")
     try:
-        # -- baseline: publish -> subscribe through one broker, no agent ------------------
         pub = _client(local, "bench-pub")
         pub.connect(local.host, local.port)
         pub.loop_start()
+        # the baseline: publish -> subscribe through one broker, no agent on the path
         base_recv = Receiver(local, "bench/raw", raw_number)
-        sent = publish_paced(pub, 1000, min(latency_s, 3.0),
-                             lambda n: ("bench/raw", f'"{n}"'.encode(), n))
-        wait_arrivals(base_recv, set(sent), 20)
-        base = [(base_recv.arrivals[n] - t) * 1000 for n, t in sent.items() if n in base_recv.arrivals]
-        base_recv.close()
 
         # -- the agent -------------------------------------------------------------------
         bootstrap = work / "demo-config.trig"
@@ -221,13 +220,29 @@ def main(argv: list[str] | None = None) -> int:
             raise RuntimeError(f"agent produced no events; log in {work / 'agent.log'}")
         time.sleep(0.5)
 
-        # 1. latency at 1,000 msgs/s, every message completes the alarm pattern
-        machine = MachineLoad(agent.pid)
-        sent = publish_paced(pub, 1000, latency_s, lambda n: ("ew/in/alarm/s1", alarm(n), n), start_n=1)
-        machine.stop()
-        wait_arrivals(recv, set(sent), 30)
-        lat = [(recv.arrivals[n] - t) * 1000 for n, t in sent.items() if n in recv.arrivals]
-        missing = len(sent) - len(lat)
+        # 1. latency at 1,000 msgs/s, every message completes the alarm pattern; in rounds,
+        # each after a baseline round, so that each is read beside what the broker alone
+        # did at that moment
+        base: list[float] = []
+        lat: list[float] = []
+        missing = 0
+        latency_rows = []
+        for round_no in range(latency_rounds):
+            first = 1 + round_no * 100_000
+            sent = publish_paced(pub, 1000, baseline_s, lambda n: ("bench/raw", f'"{n}"'.encode(), n), start_n=first)
+            wait_arrivals(base_recv, set(sent), 20)
+            round_base = [(base_recv.arrivals[n] - t) * 1000 for n, t in sent.items() if n in base_recv.arrivals]
+            machine = MachineLoad(agent.pid)
+            sent = publish_paced(pub, 1000, latency_s, lambda n: ("ew/in/alarm/s1", alarm(n), n), start_n=first)
+            machine.stop()
+            wait_arrivals(recv, set(sent), 30)
+            round_lat = [(recv.arrivals[n] - t) * 1000 for n, t in sent.items() if n in recv.arrivals]
+            missing += len(sent) - len(round_lat)
+            latency_rows.append((percentile(round_base, .99), percentile(round_lat, .5), percentile(round_lat, .99),
+                                 machine.agent_percent, machine.steal_percent))
+            base += round_base
+            lat += round_lat
+        base_recv.close()
 
         # 2. sustained rate with a demo-like mix, stepped
         counters_before = read_counters(work / "data")
@@ -269,16 +284,19 @@ def main(argv: list[str] | None = None) -> int:
         # -- report ----------------------------------------------------------------------
         print(f"edgewave agent benchmark ({'quick' if args.quick else 'full'}), loopback, real mosquitto")
         print(f"{'figure':<52}{'measured':>14}{'target':>16}")
+        for i, (base_p99, p50, round_p99, agent_cpu, steal) in enumerate(latency_rows, 1):
+            print(f"{f'  round {i}: broker alone p99 / agent p50, p99 (ms)':<52}"
+                  f"{base_p99:>6.2f} / {p50:.2f}, {round_p99:<6.2f} agent CPU {agent_cpu:.0f} %, steal {steal:.1f} %")
         print(f"{'baseline broker publish->subscribe p50 / p99 (ms)':<52}"
               f"{percentile(base, .5):>6.2f} / {percentile(base, .99):<6.2f}{'(reference)':>16}")
         print(f"{'agent publish->uplink p50 (ms) @1000 msg/s':<52}{percentile(lat, .5):>14.2f}{'':>16}")
         p99 = percentile(lat, .99)
-        print(f"{'agent publish->uplink p99 (ms) @1000 msg/s':<52}{p99:>14.2f}{'< 10':>16}"
+        print(f"{f'agent publish->uplink p99 (ms), all {len(lat):,} msgs':<52}{p99:>14.2f}{'< 10':>16}"
               f"  {'OK' if p99 < 10 else 'MISSED'}")
         print(f"{'  events missing after 30 s':<52}{missing:>14}{'0':>16}")
-        print(f"{'  agent CPU, % of one core':<52}{machine.agent_percent:>14.0f}")
-        print(f"{'  CPU steal by the hypervisor, % of the machine':<52}{machine.steal_percent:>14.1f}"
-              f"{'(reference)':>16}")
+        print(f"{'  agent CPU, % of one core':<52}{statistics.mean(r[3] for r in latency_rows):>14.0f}")
+        print(f"{'  CPU steal by the hypervisor, % of the machine':<52}"
+              f"{statistics.mean(r[4] for r in latency_rows):>14.1f}{'(reference)':>16}")
         for rate, achieved, lost, head, tail, ok, mix_p50, mix_p99 in step_rows:
             print(f"{f'  mix @ {rate} msg/s (sent {achieved:.0f}/s): lag start->end ms, lost':<52}"
                   f"{head:>6.1f} -> {tail:<6.1f}{lost:>6}  {'steady' if ok else 'GROWING/LOSS'}")
