@@ -339,8 +339,8 @@ def main(argv: list[str] | None = None) -> int:
             qpath.write_text(query_for(small, 1, 5_000))
             peaks = []
             for n_triples in (1_000_000, 10_000_000):
-                r = _cli(["--schema", str(d / "schema-small.nt"), "--query", str(qpath), "--stream", "-"],
-                         stdin_lines=small.lines(n_triples // 11))
+                r = _median([_cli(["--schema", str(d / "schema-small.nt"), "--query", str(qpath), "--stream", "-"],
+                                  stdin_lines=small.lines(n_triples // 11))])
                 peaks.append(r["peak_mb"])
                 print(_line(f"{n_triples:,} triples", r))
             # Peak RSS wanders by a few MB as the parser's term caches fill and clear; flat

@@ -77,3 +77,38 @@ def test_a_message_awaiting_acknowledgement_is_queued_even_beyond_queue_max() ->
     while not agent._work.empty():
         agent._work_once(agent._work.get_nowait())
     assert handled == [b"config", b"m1", b"m2"] and acked == [b"m1", b"m2"]
+
+
+def test_stream_time_moves_by_the_clock_only_while_no_message_arrives() -> None:
+    """The engine thread's idle tick (every 0.5 s of an empty queue) must not take the engine
+    lock to advance windows while sensor messages keep the clock moving themselves: under
+    load that pause was the latency tail. Once they stop, it advances windows by the clock."""
+    import threading
+    import time
+
+    from edgewave.agent.runtime import _STOP, IDLE_ADVANCE_MS
+
+    from edgewave.agent.engine import Engine
+
+    agent = Agent(settings_from_dict({}))
+    agent.engine = Engine()                            # what an applied config would build
+    advanced: list[int] = []
+    real_advance = agent.engine.advance
+    agent.engine.advance = lambda now: (advanced.append(now), real_advance(now))
+    worker = threading.Thread(target=agent._work_loop, daemon=True)
+    worker.start()
+    try:
+        busy_until = time.monotonic() + 3 * IDLE_ADVANCE_MS / 1000
+        while time.monotonic() < busy_until:          # handled on this ("network") thread
+            agent._on_sensor_message("ew/in/alarm/s1", b"<http://ex.org/a> <http://ex.org/b> 1 .", False, None)
+            time.sleep(0.02)
+        assert advanced == [] and agent.counters["messages_in"] > 50
+        last_arrival = agent._last_arrival_ms
+        deadline = time.monotonic() + 4 * IDLE_ADVANCE_MS / 1000
+        while not advanced and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert advanced and advanced[0] >= last_arrival + IDLE_ADVANCE_MS
+        assert agent._last_arrival_ms == advanced[-1]  # later arrivals are clamped to it
+    finally:
+        agent._enqueue((_STOP,))
+        worker.join(5)

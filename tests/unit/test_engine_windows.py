@@ -175,3 +175,32 @@ def test_garbage_collection_keeps_memory_flat_on_an_endless_stream():
         seen.append((counter, first[counter], later[counter]))
         assert abs(later[counter] - first[counter]) <= 0.15 * first[counter] + 5, seen
     assert later["expired_items"] > 20_000
+
+
+def test_memory_lags_a_wide_window_by_at_most_the_gc_step_cap():
+    """Collection runs every eighth of the narrowest window but at least every
+    GC_STEP_MAX_MS of stream time: each pause is small (the agent's network thread waits
+    through it), and nothing outlives its window by more than that."""
+    from edgewave.agent.engine.engine import GC_STEP_MAX_MS
+
+    engine = Engine()
+    engine.add_query(chain(10_000))                       # an eighth would be 1,250 ms
+    engine.push((ex("x0"), ex("a"), ex("y0")), 0)
+    engine.push((ex("x1"), ex("a"), ex("y1")), 9_990)     # a collection runs here
+    engine.push((ex("x2"), ex("a"), ex("y2")), 10_000 + GC_STEP_MAX_MS - 20)
+    assert engine.stats()["alpha_items"] == 3             # x0 expired, not yet collected
+    engine.push((ex("x3"), ex("a"), ex("y3")), 9_990 + GC_STEP_MAX_MS)
+    assert engine.stats()["alpha_items"] == 3             # x0 collected: x1, x2, x3
+    assert engine.counters()["expired_items"] == 1
+
+
+def test_counters_are_the_running_totals_of_stats():
+    engine = Engine()
+    engine.add_query(chain(50))
+    for ts, triple in enumerate([(ex("x"), ex("a"), ex("y")), (ex("y"), ex("b"), ex("z")),
+                                 (ex("z"), ex("c"), ex("v"))]):
+        engine.push(triple, ts)
+    engine.advance(1_000)
+    stats = engine.stats()
+    assert engine.counters() == {k: stats[k] for k in engine.counters()}
+    assert engine.counters()["matches"] == 1 and engine.counters()["expired_items"] == 3
