@@ -273,20 +273,15 @@ class Engine:
     def stats(self) -> dict[str, int]:
         """Counters for operators and tests, and what every memory holds (walks them all)."""
         network = self.network
-        out = {
-            "triples_in": self.triples_in,
-            "entailed": self.entailed,
-            "matches": self.matches,
+        out = self.counters()
+        out.update({
             "tokens": sum(n.token_count() for n in network.nodes.values()),
             "alpha_items": sum(len(a) for a in network.alphas.values()),
             "static_triples": len(self._static),
             "queries": len(network.chains),
             "alpha_memories": len(network.alphas),
             "join_nodes": len(network.nodes),
-            "expired_items": self.expired_items,
-            "expired_tokens": self.expired_tokens,
-            "now": self._now,
-        }
+        })
         if self.epsilon is not None:
             out.update({f"epsilon_{k}": v for k, v in self.epsilon.size().items()})
         return out
