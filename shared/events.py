@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from .bounded_json import DEFAULT_MAX_BYTES, PayloadError, load_json
 from .vocab import EW_NS, XSD_NS
 
 KIND_MATCH = "match"
@@ -40,7 +42,49 @@ CONTEXT: dict[str, Any] = {
     "result": "ew:result",
 }
 
-REQUIRED_FIELDS = ("id", "type", "gateway", "kind", "windowStart", "windowEnd", "emittedAt")
+# The one definition of an event's fields: ingest validates against it and the Spark
+# job's schema is derived from it (cloud/job.py), so what ingest lands, Spark can read.
+STRING = "string"            # a JSON string
+LONG = "long"                # a JSON integer within a signed 64-bit range (not a boolean)
+STRINGS = "strings"          # an array of strings
+BINDINGS = "bindings"        # an array of {"variable": string, "value": string}
+
+
+@dataclass(frozen=True)
+class EventField:
+    name: str
+    type: str
+    required: bool           # must be present and not null
+
+
+FIELDS: tuple[EventField, ...] = (
+    EventField("id", STRING, True),
+    EventField("type", STRING, True),
+    EventField("gateway", STRING, True),
+    EventField("pattern", STRING, False),
+    EventField("kind", STRING, True),
+    EventField("windowStart", LONG, True),
+    EventField("windowEnd", LONG, True),
+    EventField("emittedAt", LONG, True),
+    EventField("bindings", BINDINGS, False),
+    EventField("triples", STRINGS, False),
+    EventField("sensor", STRING, False),
+    EventField("property", STRING, False),
+    EventField("result", STRING, False),
+)
+REQUIRED_FIELDS = tuple(f.name for f in FIELDS if f.required)
+LONG_MIN, LONG_MAX = -(2 ** 63), 2 ** 63 - 1
+TYPE_OF_KIND = {KIND_MATCH: "Match", KIND_SIGNIFICANT: "Significant"}
+
+
+@dataclass(frozen=True)
+class EventLimits:
+    """What one uplink message may hold; checked before or while it is parsed (cloud.yaml ``ingest.limits``)."""
+
+    max_bytes: int = DEFAULT_MAX_BYTES
+    max_depth: int = 8          # an event nests 3 deep (event, bindings, binding)
+    max_triples: int = 10_000
+    max_bindings: int = 1_000
 
 
 class EventError(ValueError):
@@ -110,25 +154,61 @@ def encode_event(event: Mapping[str, Any]) -> bytes:
     return json.dumps(event, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
-def decode_event(payload: bytes | str) -> dict[str, Any]:
-    """Parse and check an event payload; raises EventError naming what is wrong."""
+def decode_event(payload: bytes | str, limits: EventLimits = EventLimits()) -> dict[str, Any]:
+    """Parse and check an event payload; raises EventError naming what is wrong.
+
+    The checks are exactly what the Spark job's schema needs (``FIELDS``): a
+    value Spark would read as null (a boolean where a long belongs, a number
+    beyond 64 bits) is refused here with the field named, rather than dropped
+    there without a trace. Fields the schema does not know are not kept.
+    """
     try:
-        event = json.loads(payload)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise EventError(f"not JSON: {exc}") from exc
-    if not isinstance(event, dict):
+        raw = load_json(payload, max_bytes=limits.max_bytes, max_depth=limits.max_depth)
+    except PayloadError as exc:
+        raise EventError(str(exc)) from exc
+    if not isinstance(raw, dict):
         raise EventError("event must be a JSON object")
-    missing = [f for f in REQUIRED_FIELDS if f not in event]
+    missing = [f.name for f in FIELDS if f.required and raw.get(f.name) is None]
     if missing:
         raise EventError(f"missing fields: {', '.join(missing)}")
-    if not str(event["id"]).startswith(EVENT_ID_PREFIX):
-        raise EventError(f"bad event id {event['id']!r}")
-    if event["kind"] not in (KIND_MATCH, KIND_SIGNIFICANT):
-        raise EventError(f"unknown kind {event['kind']!r}")
-    for field in ("windowStart", "windowEnd", "emittedAt"):
-        if not isinstance(event[field], int):
-            raise EventError(f"{field} must be an integer (ms), got {event[field]!r}")
+    event: dict[str, Any] = {}
+    for f in FIELDS:
+        value = raw.get(f.name)
+        if value is not None:
+            _check_field(f, value, limits)
+        event[f.name] = value
+    if not event["id"].startswith(EVENT_ID_PREFIX):
+        raise EventError(f"bad event id {event['id'][:80]!r}")
+    if event["kind"] not in TYPE_OF_KIND:
+        raise EventError(f"unknown kind {event['kind'][:80]!r}")
+    if event["type"] != TYPE_OF_KIND[event["kind"]]:
+        raise EventError(f"type {event['type'][:80]!r} does not go with kind {event['kind']!r}")
     return event
+
+
+def _check_field(f: EventField, value: Any, limits: EventLimits) -> None:
+    if f.type == LONG:
+        if type(value) is not int:    # bool is an int to Python, not to Spark
+            raise EventError(f"{f.name} must be an integer (ms), got {type(value).__name__} {str(value)[:40]}")
+        if not LONG_MIN <= value <= LONG_MAX:
+            raise EventError(f"{f.name} is beyond a signed 64-bit integer: {value}")
+    elif f.type == STRING:
+        if type(value) is not str:
+            raise EventError(f"{f.name} must be a string, got {type(value).__name__}")
+    elif f.type == STRINGS:
+        if type(value) is not list or any(type(item) is not str for item in value):
+            raise EventError(f"{f.name} must be an array of strings")
+        if len(value) > limits.max_triples:
+            raise EventError(f"{f.name}: {len(value)} entries (at most {limits.max_triples})")
+    elif f.type == BINDINGS:
+        if type(value) is not list:
+            raise EventError(f"{f.name} must be an array of {{variable, value}} objects")
+        if len(value) > limits.max_bindings:
+            raise EventError(f"{f.name}: {len(value)} entries (at most {limits.max_bindings})")
+        for item in value:
+            if (type(item) is not dict or type(item.get("variable")) is not str
+                    or type(item.get("value")) is not str):
+                raise EventError(f"{f.name} must be an array of {{variable, value}} objects with string members")
 
 
 def bindings_dict(event: Mapping[str, Any]) -> dict[str, str]:

@@ -24,10 +24,10 @@ def make_match(**overrides):
     return events.match_event(**args)
 
 
-def test_round_trip_through_json_keeps_every_field():
+def test_round_trip_through_json_keeps_every_field_of_the_schema():
     event = make_match()
     decoded = events.decode_event(events.encode_event(event))
-    assert decoded == json.loads(json.dumps(event))
+    assert decoded == {k: v for k, v in json.loads(json.dumps(event)).items() if k != "@context"}
     assert events.bindings_dict(decoded) == {"room": ROOM, "temp": T1[0][2]}
     assert decoded["triples"][0] == f"{T1[0][0]} {T1[0][1]} {T1[0][2]} ."
 
@@ -78,5 +78,38 @@ def test_significant_event_shape():
     (json.dumps({**make_match(), "id": "x"}).encode(), "bad event id"),
 ])
 def test_bad_payloads_are_rejected_with_a_reason(payload, reason):
+    with pytest.raises(events.EventError, match=reason):
+        events.decode_event(payload)
+
+
+INTEGER_FIELDS = [f.name for f in events.FIELDS if f.type == events.LONG]
+
+
+@pytest.mark.parametrize("field", INTEGER_FIELDS)
+@pytest.mark.parametrize("value", [True, False, 1.5, "1500", 2 ** 63, -(2 ** 63) - 1, 10 ** 19],
+                         ids=["true", "false", "float", "string", "2^63", "-2^63-1", "1e19"])
+def test_an_integer_field_spark_would_read_as_null_is_rejected_with_the_field_named(field, value):
+    payload = json.dumps({**make_match(), field: value}).encode()
+    with pytest.raises(events.EventError, match=field):
+        events.decode_event(payload)
+
+
+@pytest.mark.parametrize("value", [2 ** 63 - 1, -(2 ** 63)])
+def test_the_64_bit_bounds_themselves_are_accepted(value):
+    assert events.decode_event(json.dumps({**make_match(), "emittedAt": value}).encode())["emittedAt"] == value
+
+
+@pytest.mark.parametrize("payload, reason", [
+    (b"[" * 100_000 + b"]" * 100_000, "nesting depth"),
+    (b'{"a": ' + b"9" * 5000 + b"}", "digits"),
+    (json.dumps({**make_match(), "gateway": "gw\ud800"}).encode(), "surrogate"),
+    (b"\xff\xfe{}", "UTF-8"),
+    (b" " * (events.EventLimits().max_bytes + 1), "bytes"),
+    (json.dumps({**make_match(), "triples": ["<a> <b> <c> ."] * 10_001}).encode(), "triples"),
+    (json.dumps({**make_match(), "windowEnd": float("nan")}).encode(), "NaN"),
+    (json.dumps({**make_match(), "bindings": [{"variable": "x", "value": 1}]}).encode(), "bindings"),
+    (json.dumps({**make_match(), "type": "Significant"}).encode(), "does not go with kind"),
+])
+def test_hostile_payloads_are_an_event_error_not_a_crash(payload, reason):
     with pytest.raises(events.EventError, match=reason):
         events.decode_event(payload)
