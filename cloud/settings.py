@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from edgewave.shared.events import EventLimits
+
 
 class SettingsError(ValueError):
     """cloud.yaml says something that cannot work; the message names the key."""
@@ -43,6 +45,8 @@ class IngestSettings:
     commit_interval_ms: int = 50
     roll_bytes: int = 16 * 1024 * 1024
     roll_seconds: float = 2.0
+    limits: EventLimits = field(default_factory=EventLimits)
+    rejected_keep_bytes: int = 64 * 1024
 
 
 @dataclass
@@ -79,6 +83,52 @@ class GatewaySettings:
     key_env: str | None = None
 
 
+DASHBOARD_ROLES = ("viewer", "operator")
+
+
+@dataclass
+class DashboardSettings:
+    """The operator dashboard (cloud/dashboard/): where it listens, who may log in, when a gateway
+    counts as offline. ``users`` maps a login name to ``{role, password_hash}`` (argon2; see
+    ``edgewave-cloud add-user``)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8090
+    users: dict[str, Any] = field(default_factory=dict)
+    secret_key_file: str = "var/cloud/dashboard-secret"
+    offline_after_s: float = 90.0
+    lagging_after_s: float = 300.0
+    secure_cookies: bool = False
+    session_max_age_s: int = 8 * 3600
+    login_failures_per_user: int = 5
+    login_failures_per_address: int = 20
+    login_window_s: float = 900.0
+    trusted_proxies: str | None = None
+    query_timeout_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        self.users = {str(name): entry for name, entry in (self.users or {}).items()}
+        for name, entry in self.users.items():
+            where = f"dashboard.users.{name}"
+            if not isinstance(entry, dict):
+                raise SettingsError(f"{where} must be a mapping with role and password_hash")
+            unknown = sorted(set(entry) - {"role", "password_hash"})
+            if unknown:
+                raise SettingsError(f"unknown key(s) in {where}: {', '.join(unknown)} (known: password_hash, role)")
+            if entry.get("role") not in DASHBOARD_ROLES:
+                raise SettingsError(f"{where}.role must be one of {', '.join(DASHBOARD_ROLES)}, "
+                                    f"got {entry.get('role')!r}")
+            if not str(entry.get("password_hash") or "").startswith("$argon2"):
+                raise SettingsError(f"{where}.password_hash must be an argon2 hash "
+                                    f"(make one with: edgewave-cloud add-user {name} --role {entry['role']})")
+        if not 0 < self.port < 65536:
+            raise SettingsError(f"dashboard.port must be 1..65535, got {self.port}")
+        if self.offline_after_s <= 0 or self.lagging_after_s <= 0 or self.login_window_s <= 0:
+            raise SettingsError("dashboard.offline_after_s, lagging_after_s and login_window_s must be positive")
+        if self.login_failures_per_user < 1 or self.login_failures_per_address < 1:
+            raise SettingsError("dashboard.login_failures_per_user and login_failures_per_address must be at least 1")
+
+
 @dataclass
 class CloudSettings:
     broker: BrokerSettings = field(default_factory=BrokerSettings)
@@ -88,6 +138,7 @@ class CloudSettings:
     spark: SparkSettings = field(default_factory=SparkSettings)
     push: PushSettings = field(default_factory=PushSettings)
     gateways: dict[str, GatewaySettings] = field(default_factory=dict)
+    dashboard: DashboardSettings = field(default_factory=DashboardSettings)
 
     @property
     def events_dir(self) -> Path:
@@ -166,4 +217,11 @@ def load_settings(path: str | Path | None) -> CloudSettings:
         raise SettingsError("spark.trigger_seconds must be positive")
     if settings.ingest.roll_bytes < 1024:
         raise SettingsError("ingest.roll_bytes must be at least 1024")
+    limits = settings.ingest.limits
+    if min(limits.max_bytes, limits.max_depth, limits.max_triples, limits.max_bindings) < 1:
+        raise SettingsError("ingest.limits: every limit must be at least 1")
+    if limits.max_depth < 3:
+        raise SettingsError("ingest.limits.max_depth must be at least 3: an event nests 3 deep")
+    if settings.ingest.rejected_keep_bytes < 0:
+        raise SettingsError("ingest.rejected_keep_bytes must not be negative")
     return settings
