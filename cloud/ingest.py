@@ -11,20 +11,39 @@ Messages are committed in groups (up to ``commit_max_messages`` or every
 ``commit_interval_ms``), so one fsync covers many events. paho's network
 thread only queues messages; the main thread writes, syncs and acks.
 
-Bad input (not an event, an event claiming another gateway's topic, a
-malformed ack) is logged, counted, kept in ``<landing_zone>/rejected/`` with
-the reason, and acknowledged: it will not get better by redelivery.
+One bad message never stops ingest. Every payload is read within limits
+(``ingest.limits``: size, nesting depth, triples and bindings per event) that a
+JSON bomb cannot pass, and whatever goes wrong while one message is decoded,
+validated or recorded (not an event, beyond a limit, an event claiming another
+gateway's topic, a malformed ack, or an error nobody foresaw) quarantines that
+message: it is kept in ``<landing_zone>/rejected/`` with the reason (above
+``rejected_keep_bytes`` only its first bytes, its size and its SHA-256),
+counted, logged (at most once a minute per reason) and acknowledged. It will
+not get better by redelivery.
+
+Should the process die on a message all the same (a crash in C code, the
+kernel's OOM killer), the broker would redeliver it into a crash loop. So before
+each message is handled, its SHA-256 goes into a small in-flight marker file
+(one write, no fsync: it must survive the process, not the machine). On start,
+a marker left behind names the message that was being handled when the process
+died. A message that was in flight at two deaths is quarantined on its next
+delivery without being decoded again; one death alone could be a coincidence
+(a kill, a power cut), so that message is tried once more.
 """
 from __future__ import annotations
 
 import base64
+import hashlib
+import json
 import logging
+import os
 import queue
 import signal
 import ssl
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as mqtt
@@ -34,10 +53,12 @@ from paho.mqtt.properties import Properties
 
 from edgewave.shared import topics
 from edgewave.shared.events import EventError, decode_event
+from edgewave.shared.log_limit import LogLimiter
 
 from .database import open_database, transaction
 from .landing import LandingZone
-from .registry import AckError, ensure_registry_schema, parse_ack, record_ack, record_status
+from .registry import (AckError, StatusError, ensure_registry_schema, parse_ack, parse_status, record_ack,
+                       record_status)
 from .settings import BrokerSettings, CloudSettings
 
 log = logging.getLogger(__name__)
@@ -45,9 +66,18 @@ log = logging.getLogger(__name__)
 SUBSCRIPTIONS = (topics.ALL_EVENTS, topics.ALL_STATUS, topics.ALL_CONFIG_ACKS)
 
 
+STRIKES_TO_QUARANTINE = 2     # deaths with a message in flight before it is quarantined unread
+MAX_SUSPECTS = 100
+
+
 @dataclass
 class Received:
-    """A message handed from paho's thread to the committing thread."""
+    """A message handed from paho's thread to the committing thread.
+
+    A payload above the size limit is not kept: paho's thread replaces it at once
+    by its first ``rejected_keep_bytes``, so a flood of huge messages cannot
+    fill the queue. ``size`` and ``sha256`` still describe the whole payload.
+    """
 
     topic: str
     payload: bytes
@@ -55,6 +85,67 @@ class Received:
     mid: int
     retain: bool
     received_ms: int
+    size: int
+    sha256: str
+    oversized: bool = False
+
+
+class InFlightMarker:
+    """The digest of the message being handled, in a file that outlives the process.
+
+    ``suspects`` maps the digest of a message that was in flight when an earlier
+    ingest process died to how many deaths it was in flight at (kept in
+    ``<marker>.suspects`` until that message comes again).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.suspects_path = path.with_name(path.name + ".suspects")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.suspects: dict[str, int] = {}
+        if self.suspects_path.exists():
+            try:
+                loaded = json.loads(self.suspects_path.read_text())
+                self.suspects = {str(k): int(v) for k, v in loaded.items()}
+            except (ValueError, TypeError, AttributeError):
+                log.warning("ingest in-flight suspects file unreadable path=%s action=ignored", self.suspects_path)
+        left = path.read_text(errors="replace").split() if path.exists() else []
+        if left:
+            digest = left[0]
+            self.suspects[digest] = self.suspects.get(digest, 0) + 1
+            log.warning("ingest died while handling a message sha256=%s deaths_in_flight=%d action=%s", digest,
+                        self.suspects[digest], "quarantine on redelivery"
+                        if self.suspects[digest] >= STRIKES_TO_QUARANTINE else "retry once more")
+            self._save_suspects()
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.clear()
+
+    def strikes(self, digest: str) -> int:
+        return self.suspects.get(digest, 0)
+
+    def mark(self, digest: str) -> None:
+        """This message is being handled now."""
+        os.pwrite(self._fd, digest.encode("ascii") + b"\n", 0)
+
+    def clear(self) -> None:
+        """No message is being handled."""
+        os.pwrite(self._fd, b" " * 65, 0)
+
+    def resolve(self, digest: str) -> None:
+        """A suspect came again and was handled (stored or quarantined): forget it."""
+        if self.suspects.pop(digest, None) is not None:
+            self._save_suspects()
+
+    def _save_suspects(self) -> None:
+        while len(self.suspects) > MAX_SUSPECTS:
+            del self.suspects[next(iter(self.suspects))]
+        tmp = self.suspects_path.with_name(self.suspects_path.name + ".tmp")
+        tmp.write_text(json.dumps(self.suspects))
+        os.replace(tmp, self.suspects_path)
+
+    def close(self) -> None:
+        self.clear()
+        os.close(self._fd)
 
 
 def mqtt_client(broker: BrokerSettings, client_id: str, *, manual_ack: bool = False) -> mqtt.Client:
@@ -79,10 +170,14 @@ class Ingest:
         self.rejected = LandingZone(settings.rejected_dir, roll_bytes=cfg.roll_bytes, roll_seconds=cfg.roll_seconds)
         self.db = open_database(settings.database)
         ensure_registry_schema(self.db)
+        self.limits = cfg.limits
+        self.marker = InFlightMarker(Path(settings.landing_zone) / f"{cfg.client_id}.inflight")
         self.inbox: queue.Queue[Received] = queue.Queue()
         self.stopping = threading.Event()
         self.connected = threading.Event()
         self.counters = {"events": 0, "status": 0, "acks": 0, "rejected": 0, "commits": 0}
+        self._reject_log = LogLimiter(period_s=60.0)
+        self._failpoint = _payload_failpoint()
         self.client = mqtt_client(settings.broker, cfg.client_id, manual_ack=True)
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
@@ -108,8 +203,12 @@ class Ingest:
             log.warning("ingest disconnected reason=%s; reconnecting", reason_code)
 
     def _on_message(self, client: mqtt.Client, userdata: Any, msg: mqtt.MQTTMessage) -> None:
-        self.inbox.put(Received(msg.topic, msg.payload, msg.qos, msg.mid, bool(msg.retain),
-                                int(time.time() * 1000)))
+        payload = msg.payload
+        oversized = len(payload) > self.limits.max_bytes
+        received = Received(msg.topic, payload[:self.settings.ingest.rejected_keep_bytes] if oversized else payload,
+                            msg.qos, msg.mid, bool(msg.retain), int(time.time() * 1000), len(payload),
+                            hashlib.sha256(payload).hexdigest(), oversized)
+        self.inbox.put(received)
 
     # -- main thread: write, sync, ack -----------------------------------------------------
 
@@ -146,6 +245,7 @@ class Ingest:
             self.client.loop_stop()
             self.landing.close()
             self.rejected.close()
+            self.marker.close()
             log.info("ingest stopped %s", " ".join(f"{k}={v}" for k, v in self.counters.items()))
 
     def stop(self) -> None:
@@ -171,11 +271,12 @@ class Ingest:
         events = [m for m in batch if m.topic.endswith("/events")]
         others = [m for m in batch if not m.topic.endswith("/events")]
         for msg in events:
-            self._store(None, msg)
+            self._handle(None, msg)
         if others:
             with transaction(self.db) as conn:
                 for msg in others:
-                    self._store(conn, msg)
+                    self._handle(conn, msg)
+        self.marker.clear()
         self.landing.sync()
         self.rejected.sync()
         for msg in batch:
@@ -184,40 +285,91 @@ class Ingest:
         self.counters["commits"] += 1
         log.debug("ingest commit messages=%d", len(batch))
 
-    def _store(self, conn: Any, msg: Received) -> None:
+    def _handle(self, conn: Any, msg: Received) -> None:
+        """Store one message, or quarantine it: nothing about one message may stop ingest.
+
+        Status and ack writes run in a savepoint of the group's transaction, so a
+        message that fails halfway leaves no row behind.
+        """
+        strikes = self.marker.strikes(msg.sha256)
+        if strikes >= STRIKES_TO_QUARANTINE:
+            self._reject(msg, f"ingest died {strikes} times while handling this message; not decoded again")
+            self.marker.resolve(msg.sha256)
+            return
+        if msg.oversized:
+            self._reject(msg, f"payload of {msg.size} bytes (at most {self.limits.max_bytes})")
+            return
+        self.marker.mark(msg.sha256)
+        if self._failpoint and self._failpoint in msg.payload:
+            _die("ingest_payload")
+        if conn is not None:
+            conn.execute("SAVEPOINT message")
         try:
-            gateway = topics.gateway_from_topic(msg.topic)
-            kind = topics.topic_kind(msg.topic)
-            if kind == "events":
-                event = decode_event(msg.payload)
-                if event["gateway"] != gateway:
-                    raise EventError(f"event for gateway {event['gateway']!r} published on {msg.topic}")
-                record = {k: v for k, v in event.items() if k != "@context"}
-                record["ingestTime"] = msg.received_ms
-                self.landing.append(record, msg.received_ms)
-                self.counters["events"] += 1
-            elif kind == "status":
-                if record_status(conn, gateway, msg.payload, msg.received_ms, retained=msg.retain):
-                    self.counters["status"] += 1
-            elif kind == "config/ack":
-                ack = parse_ack(msg.payload)
-                if ack.get("gateway") not in (None, gateway):
-                    raise AckError(f"ack for gateway {ack.get('gateway')!r} published on {msg.topic}")
-                record_ack(conn, gateway, ack, msg.received_ms)
-                self.counters["acks"] += 1
-        except (EventError, AckError, topics.TopicError) as exc:
-            self._reject(msg, str(exc))
+            self._store(conn, msg)
+        except Exception as exc:   # quarantine, whatever it was: a redelivery would fail the same way
+            if conn is not None:
+                conn.execute("ROLLBACK TO message")
+            known = isinstance(exc, (EventError, AckError, StatusError, topics.TopicError))
+            self._reject(msg, str(exc) if known else f"unexpected {type(exc).__name__} while decoding: {exc}")
+        finally:
+            if conn is not None:
+                conn.execute("RELEASE message")
+        if strikes:
+            self.marker.resolve(msg.sha256)    # it survived this time: no longer a suspect
+
+    def _store(self, conn: Any, msg: Received) -> None:
+        limits = self.limits
+        gateway = topics.gateway_from_topic(msg.topic)
+        kind = topics.topic_kind(msg.topic)
+        if kind == "events":
+            event = decode_event(msg.payload, limits)
+            if event["gateway"] != gateway:
+                raise EventError(f"event for gateway {event['gateway']!r} published on {msg.topic}")
+            event["ingestTime"] = msg.received_ms
+            self.landing.append(event, msg.received_ms)
+            self.counters["events"] += 1
+        elif kind == "status":
+            status = parse_status(msg.payload, max_bytes=limits.max_bytes, max_depth=limits.max_depth)
+            if record_status(conn, gateway, status, msg.received_ms, retained=msg.retain):
+                self.counters["status"] += 1
+        elif kind == "config/ack":
+            ack = parse_ack(msg.payload, max_bytes=limits.max_bytes, max_depth=limits.max_depth)
+            if ack.get("gateway") not in (None, gateway):
+                raise AckError(f"ack for gateway {ack.get('gateway')!r} published on {msg.topic}")
+            record_ack(conn, gateway, ack, msg.received_ms)
+            self.counters["acks"] += 1
 
     def _reject(self, msg: Received, reason: str) -> None:
+        """Keep the message (or its first bytes) with the reason in the rejected files."""
         self.counters["rejected"] += 1
-        log.warning("ingest rejected topic=%s bytes=%d reason=%s rejected_total=%d", msg.topic, len(msg.payload),
-                    reason, self.counters["rejected"])
+        key = reason.split(":", 1)[0][:60]
+        if self._reject_log.allow(key):
+            log.warning("ingest rejected topic=%s bytes=%d sha256=%s reason=%r rejected_total=%d "
+                        "suppressed_since_last=%d", msg.topic[:200], msg.size, msg.sha256, reason[:300],
+                        self.counters["rejected"], self._reject_log.take_suppressed(key))
+        sample = msg.payload[:self.settings.ingest.rejected_keep_bytes]
+        record: dict[str, Any] = {"topic": msg.topic, "reason": reason, "ingestTime": msg.received_ms,
+                                  "bytes": msg.size, "sha256": msg.sha256, "truncated": len(sample) < msg.size}
         try:
-            payload: dict[str, Any] = {"payload": msg.payload.decode("utf-8")}
+            record["payload"] = sample.decode("utf-8")
         except UnicodeDecodeError:
-            payload = {"payloadBase64": base64.b64encode(msg.payload).decode("ascii")}
-        self.rejected.append({"topic": msg.topic, "reason": reason, "ingestTime": msg.received_ms, **payload},
-                             msg.received_ms)
+            record["payloadBase64"] = base64.b64encode(sample).decode("ascii")
+        self.rejected.append(record, msg.received_ms)
+
+
+def _payload_failpoint() -> bytes | None:
+    """Fault injection for the crash tests: EDGEWAVE_CLOUD_FAILPOINT=ingest_payload:<text> kills
+    ingest (SIGKILL, as a crash in C code would) when it is about to handle a payload holding <text>."""
+    spec = os.environ.get("EDGEWAVE_CLOUD_FAILPOINT", "")
+    name, _, text = spec.partition(":")
+    return text.encode() if name == "ingest_payload" and text else None
+
+
+def _die(name: str) -> None:
+    log.warning("failpoint %s reached: killing ingest", name)
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def run_ingest(settings: CloudSettings) -> int:

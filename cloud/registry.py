@@ -21,6 +21,9 @@ from typing import Any
 
 import sqlite_utils
 
+from edgewave.shared.bounded_json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, PayloadError, load_json
+from edgewave.shared.events import LONG_MAX
+
 from .database import transaction
 
 PUSH_PENDING = "pending"
@@ -80,29 +83,47 @@ def _first(payload: dict[str, Any], *names: str) -> Any:
     return None
 
 
-def parse_status(payload: bytes) -> dict[str, Any]:
-    """A status payload as a dict; a non-JSON one (e.g. a bare Last Will) as ``{"state": text}``."""
+MAX_BARE_STATE_CHARS = 200
+
+
+class StatusError(ValueError):
+    """A status payload that cannot be recorded (beyond the limits, or broken JSON)."""
+
+
+def parse_status(payload: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES,
+                 max_depth: int = DEFAULT_MAX_DEPTH) -> dict[str, Any]:
+    """A status payload as a dict; a bare word (e.g. a plain-text Last Will) as ``{"state": text}``.
+
+    Anything that starts like JSON must be JSON within the limits; raises StatusError.
+    """
+    if len(payload) > max_bytes:
+        raise StatusError(f"status payload of {len(payload)} bytes (at most {max_bytes})")
     text = payload.decode("utf-8", errors="replace").strip()
+    if not text:
+        return {}
+    if not text.startswith(("{", "[", '"')):
+        return {"state": text[:MAX_BARE_STATE_CHARS]}
     try:
-        data = json.loads(text) if text else {}
-    except json.JSONDecodeError:
-        return {"state": text}
-    return data if isinstance(data, dict) else {"state": text}
+        data = load_json(payload, max_bytes=max_bytes, max_depth=max_depth)
+    except PayloadError as exc:
+        raise StatusError(f"status payload: {exc}") from exc
+    return data if isinstance(data, dict) else {"state": text[:MAX_BARE_STATE_CHARS]}
 
 
-def record_status(conn: Any, gateway: str, payload: bytes, received_ms: int, retained: bool = False) -> bool:
+def record_status(conn: Any, gateway: str, status: dict[str, Any], received_ms: int, retained: bool = False) -> bool:
     """Update a gateway's current state and append to its history (inside the caller's transaction).
 
     A retained status ingest has already recorded (redelivered on every resubscribe)
     changes nothing; returns whether anything was recorded.
     """
-    status = parse_status(payload)
     raw = json.dumps(status, sort_keys=True)
     state = _first(status, "state", "status")
     version = _first(status, "config_version", "configVersion", "version")
     try:
         version = int(version) if version is not None else None
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
+        version = None
+    if version is not None and not 0 <= version <= LONG_MAX:
         version = None
     if retained:
         row = conn.execute("SELECT last_status FROM gateways WHERE gateway = ?", (gateway,)).fetchone()
@@ -127,19 +148,22 @@ class AckError(ValueError):
     """A config ack that does not follow the contract."""
 
 
-def parse_ack(payload: bytes) -> dict[str, Any]:
+def parse_ack(payload: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES,
+              max_depth: int = DEFAULT_MAX_DEPTH) -> dict[str, Any]:
     """``{"gateway", "version", "status": "applied"|"rejected", "reason"}``, checked."""
     try:
-        ack = json.loads(payload)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise AckError(f"config ack is not JSON: {exc}") from exc
+        ack = load_json(payload, max_bytes=max_bytes, max_depth=max_depth)
+    except PayloadError as exc:
+        raise AckError(f"config ack: {exc}") from exc
     if not isinstance(ack, dict):
         raise AckError("config ack must be a JSON object")
     if ack.get("status") not in (PUSH_APPLIED, PUSH_REJECTED):
         raise AckError(f"config ack status must be applied or rejected, got {ack.get('status')!r}")
     version = ack.get("version")
-    if isinstance(version, bool) or not isinstance(version, int):
-        raise AckError(f"config ack version must be an integer, got {version!r}")
+    if type(version) is not int or not 0 <= version <= LONG_MAX:
+        raise AckError(f"config ack version must be a non-negative 64-bit integer, got {str(version)[:40]}")
+    if ack.get("gateway") is not None and type(ack["gateway"]) is not str:
+        raise AckError("config ack gateway must be a string")
     ack["reason"] = str(ack.get("reason") or "")
     return ack
 
