@@ -39,6 +39,7 @@ import logging
 import os
 import queue
 import signal
+import sqlite3
 import ssl
 import threading
 import time
@@ -57,6 +58,7 @@ from edgewave.shared.log_limit import LogLimiter
 
 from .database import open_database, transaction
 from .landing import LandingZone
+from .live_feed import LiveFeedWriter
 from .registry import (AckError, StatusError, ensure_registry_schema, parse_ack, parse_status, record_ack,
                        record_status)
 from .settings import BrokerSettings, CloudSettings
@@ -175,7 +177,9 @@ class Ingest:
         self.inbox: queue.Queue[Received] = queue.Queue()
         self.stopping = threading.Event()
         self.connected = threading.Event()
-        self.counters = {"events": 0, "status": 0, "acks": 0, "rejected": 0, "commits": 0}
+        self.feed = LiveFeedWriter(settings.live_feed_path, settings.live_feed.max_rows)
+        self._landed: list[dict[str, Any]] = []     # this group's events, for the live feed
+        self.counters = {"events": 0, "status": 0, "acks": 0, "rejected": 0, "commits": 0, "feed_errors": 0}
         self._reject_log = LogLimiter(period_s=60.0)
         self._failpoint = _payload_failpoint()
         self.client = mqtt_client(settings.broker, cfg.client_id, manual_ack=True)
@@ -246,6 +250,7 @@ class Ingest:
             self.landing.close()
             self.rejected.close()
             self.marker.close()
+            self.feed.close()
             log.info("ingest stopped %s", " ".join(f"{k}={v}" for k, v in self.counters.items()))
 
     def stop(self) -> None:
@@ -282,6 +287,7 @@ class Ingest:
         for msg in batch:
             if msg.qos > 0:
                 self.client.ack(msg.mid, msg.qos)
+        self._feed_landed()
         self.counters["commits"] += 1
         log.debug("ingest commit messages=%d", len(batch))
 
@@ -327,6 +333,7 @@ class Ingest:
                 raise EventError(f"event for gateway {event['gateway']!r} published on {msg.topic}")
             event["ingestTime"] = msg.received_ms
             self.landing.append(event, msg.received_ms)
+            self._landed.append(event)
             self.counters["events"] += 1
         elif kind == "status":
             status = parse_status(msg.payload, max_bytes=limits.max_bytes, max_depth=limits.max_depth)
@@ -338,6 +345,18 @@ class Ingest:
                 raise AckError(f"ack for gateway {ack.get('gateway')!r} published on {msg.topic}")
             record_ack(conn, gateway, ack, msg.received_ms)
             self.counters["acks"] += 1
+
+    def _feed_landed(self) -> None:
+        """Show the group's events (durable now) in the live feed; its failure stops nothing."""
+        landed, self._landed = self._landed, []
+        try:
+            self.feed.append(landed)
+        except sqlite3.Error as exc:
+            self.counters["feed_errors"] += 1
+            if self._reject_log.allow("live feed"):
+                log.error("ingest live feed not written events=%d error=%r feed_errors=%d suppressed_since_last=%d",
+                          len(landed), str(exc), self.counters["feed_errors"],
+                          self._reject_log.take_suppressed("live feed"))
 
     def _reject(self, msg: Received, reason: str) -> None:
         """Keep the message (or its first bytes) with the reason in the rejected files."""

@@ -68,6 +68,14 @@ class SparkSettings:
 
 
 @dataclass
+class LiveFeedSettings:
+    """The newest events, written by ingest as it lands them, for the dashboard's live view."""
+
+    path: str | None = None        # default: live.db beside the database
+    max_rows: int = 10_000
+
+
+@dataclass
 class PushSettings:
     """How push-config waits for a gateway's answer."""
 
@@ -135,10 +143,16 @@ class CloudSettings:
     landing_zone: str = "var/cloud/landing"
     database: str = "var/cloud/cloud.db"
     ingest: IngestSettings = field(default_factory=IngestSettings)
+    live_feed: LiveFeedSettings = field(default_factory=LiveFeedSettings)
     spark: SparkSettings = field(default_factory=SparkSettings)
     push: PushSettings = field(default_factory=PushSettings)
     gateways: dict[str, GatewaySettings] = field(default_factory=dict)
     dashboard: DashboardSettings = field(default_factory=DashboardSettings)
+
+    @property
+    def live_feed_path(self) -> Path:
+        """The live feed's SQLite file (beside the database unless ``live_feed.path`` says otherwise)."""
+        return Path(self.live_feed.path) if self.live_feed.path else Path(self.database).parent / "live.db"
 
     @property
     def events_dir(self) -> Path:
@@ -222,6 +236,8 @@ def load_settings(path: str | Path | None) -> CloudSettings:
         raise SettingsError("ingest.limits: every limit must be at least 1")
     if limits.max_depth < 3:
         raise SettingsError("ingest.limits.max_depth must be at least 3: an event nests 3 deep")
+    if settings.live_feed.max_rows < 1:
+        raise SettingsError("live_feed.max_rows must be at least 1")
     if settings.ingest.rejected_keep_bytes < 0:
         raise SettingsError("ingest.rejected_keep_bytes must not be negative")
     return settings

@@ -14,6 +14,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 from cloud_harness import CloudProcess, query, wait_for, write_config
 from cloud_workload import make_workload, publish
 from edgewave.cloud.landing import read_records
+from edgewave.cloud.live_feed import read_feed
 from edgewave.shared import topics
 from edgewave.shared.events import encode_event
 
@@ -65,6 +66,11 @@ def test_events_status_and_acks_are_stored(tmp_path, mqtt_broker):
         assert before <= record["ingestTime"] <= int(time.time() * 1000)
         expected = {k: v for k, v in by_id[record["id"]].items() if k != "@context"}
         assert {k: v for k, v in record.items() if k != "ingestTime"} == expected
+    # The live feed shows each landed event once (the gw1 event on gw2's topic was rejected), as landed.
+    feed = read_feed(tmp_path / "live.db", limit=1000)
+    assert sorted(r["id"] for r in feed) == sorted(e["id"] for e in events)
+    landed_at = {r["id"]: r["ingestTime"] for r in records}
+    assert all(r["ingest_ms"] == landed_at[r["id"]] for r in feed)
     rejected = read_records(tmp_path / "landing" / "rejected")
     reasons = sorted(r["reason"] for r in rejected)
     assert reasons[0].startswith("event for gateway 'gw1' published on ew/gw2/events")
