@@ -65,7 +65,24 @@ from .settings import BrokerSettings, CloudSettings
 
 log = logging.getLogger(__name__)
 
-SUBSCRIPTIONS = (topics.ALL_EVENTS, topics.ALL_STATUS, topics.ALL_CONFIG_ACKS)
+
+
+def subscriptions(worker: int, share_group: str) -> list[str]:
+    """What one ingest worker subscribes to.
+
+    Events go through an MQTT 5 shared subscription, so the broker hands each
+    event to one worker of the group and adding a worker adds capacity. Status
+    messages and config acks (few, retained status included, which a shared
+    subscription would not deliver) go to worker 0 alone, the one writer of the
+    registry.
+    """
+    events = f"$share/{share_group}/{topics.ALL_EVENTS}"
+    return [events, topics.ALL_STATUS, topics.ALL_CONFIG_ACKS] if worker == 0 else [events]
+
+
+def worker_client_id(client_id: str, worker: int) -> str:
+    """Worker 0 keeps the configured id (and so an existing session's queue); worker i adds ``-i``."""
+    return client_id if worker == 0 else f"{client_id}-{worker}"
 
 
 STRIKES_TO_QUARANTINE = 2     # deaths with a message in flight before it is quarantined unread
@@ -165,15 +182,19 @@ def mqtt_client(broker: BrokerSettings, client_id: str, *, manual_ack: bool = Fa
 class Ingest:
     """The ingest service; ``run()`` until ``stop()`` (or SIGTERM/SIGINT via the CLI)."""
 
-    def __init__(self, settings: CloudSettings) -> None:
+    def __init__(self, settings: CloudSettings, worker: int = 0) -> None:
         self.settings = settings
+        self.worker = worker
         cfg = settings.ingest
-        self.landing = LandingZone(settings.events_dir, roll_bytes=cfg.roll_bytes, roll_seconds=cfg.roll_seconds)
-        self.rejected = LandingZone(settings.rejected_dir, roll_bytes=cfg.roll_bytes, roll_seconds=cfg.roll_seconds)
+        self.client_id = worker_client_id(cfg.client_id, worker)
+        self.landing = LandingZone(settings.events_dir, roll_bytes=cfg.roll_bytes, roll_seconds=cfg.roll_seconds,
+                                   writer=f"w{worker}")
+        self.rejected = LandingZone(settings.rejected_dir, roll_bytes=cfg.roll_bytes, roll_seconds=cfg.roll_seconds,
+                                    writer=f"w{worker}")
         self.db = open_database(settings.database)
         ensure_registry_schema(self.db)
         self.limits = cfg.limits
-        self.marker = InFlightMarker(Path(settings.landing_zone) / f"{cfg.client_id}.inflight")
+        self.marker = InFlightMarker(Path(settings.landing_zone) / f"{self.client_id}.inflight")
         self.inbox: queue.Queue[Received] = queue.Queue()
         self.stopping = threading.Event()
         self.connected = threading.Event()
@@ -182,7 +203,7 @@ class Ingest:
         self.counters = {"events": 0, "status": 0, "acks": 0, "rejected": 0, "commits": 0, "feed_errors": 0}
         self._reject_log = LogLimiter(period_s=60.0)
         self._failpoint = _payload_failpoint()
-        self.client = mqtt_client(settings.broker, cfg.client_id, manual_ack=True)
+        self.client = mqtt_client(settings.broker, self.client_id, manual_ack=True)
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
         self.client.on_message = self._on_message
@@ -195,9 +216,11 @@ class Ingest:
         if reason_code.is_failure:
             log.error("ingest connect refused reason=%s", reason_code)
             return
-        log.info("ingest connected broker=%s:%d session_present=%s", self.settings.broker.host,
-                 self.settings.broker.port, flags.session_present)
-        client.subscribe([(t, 1) for t in SUBSCRIPTIONS])
+        log.info("ingest connected worker=%d client_id=%s broker=%s:%d session_present=%s", self.worker,
+                 self.client_id, self.settings.broker.host, self.settings.broker.port, flags.session_present)
+        if flags.session_present:   # a session from before shared subscriptions: no second copy of each event
+            client.unsubscribe(topics.ALL_EVENTS)
+        client.subscribe([(t, 1) for t in subscriptions(self.worker, self.settings.ingest.share_group)])
         self.connected.set()
 
     def _on_disconnect(self, client: mqtt.Client, userdata: Any, flags: Any, reason_code: Any,
@@ -391,9 +414,9 @@ def _die(name: str) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def run_ingest(settings: CloudSettings) -> int:
-    """``edgewave-cloud ingest``: run until SIGTERM or SIGINT."""
-    ingest = Ingest(settings)
+def run_ingest(settings: CloudSettings, worker: int = 0) -> int:
+    """``edgewave-cloud ingest [--worker N]``: run until SIGTERM or SIGINT."""
+    ingest = Ingest(settings, worker)
 
     def _stop(signum: int, frame: Any) -> None:
         log.info("ingest stopping signal=%d", signum)

@@ -1,7 +1,7 @@
 """The landing zone: append-only JSON-lines files the Spark job reads.
 
 Ingest appends records to one open file per partition, ``<root>/date=YYYY-MM-DD/
-part-<ms>-<n>-<random>.jsonl.inprogress``, and makes them durable with ``sync()``
+part-<ms>-<n>-<random>-<writer>.jsonl.inprogress``, and makes them durable with ``sync()``
 (flush + fsync) before it acknowledges them to the broker. A file is closed by
 fsync and an atomic rename to ``*.jsonl`` when it reaches ``roll_bytes``, when it
 is ``roll_seconds`` old, or when the date changes; the Spark job only reads
@@ -10,7 +10,9 @@ never written again.
 
 After a crash, ``recover()`` closes what the crashed process left open: it cuts
 a torn last line (never acknowledged, so the broker redelivers it) and renames
-the file, so records that were acknowledged are not lost.
+the file, so records that were acknowledged are not lost. Several ingest workers
+write into one landing zone, each under its own ``writer`` name, and each
+recovers only its own files: another worker's open file is alive, not left over.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import datetime as dt
 import json
 import logging
 import os
+import re
 import time
 import uuid
 from pathlib import Path
@@ -27,6 +30,11 @@ log = logging.getLogger(__name__)
 
 IN_PROGRESS = ".inprogress"
 CLOSED = ".jsonl"
+DEFAULT_WRITER = "w0"
+# Files written before writers had names (``part-<ms>-<n>-<random>.jsonl.inprogress``): the default writer
+# recovers them.
+_UNNAMED_WRITER = re.compile(r"^part-\d+-\d+-[0-9a-f]{8}\.jsonl\.inprogress$")
+_WRITER_NAME = re.compile(r"^[A-Za-z0-9_]{1,32}$")
 
 
 def partition_for(ms: int) -> str:
@@ -46,8 +54,11 @@ class LandingZone:
     """One writer's append-only, size- and time-rolled JSON-lines files under ``root``."""
 
     def __init__(self, root: str | Path, *, roll_bytes: int = 16 * 1024 * 1024, roll_seconds: float = 30.0,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, writer: str = DEFAULT_WRITER) -> None:
+        if not _WRITER_NAME.match(writer):
+            raise ValueError(f"landing zone writer name {writer!r}: letters, digits and _ only")
         self.root = Path(root)
+        self.writer = writer
         self.roll_bytes = roll_bytes
         self.roll_seconds = roll_seconds
         self.clock = clock
@@ -122,7 +133,8 @@ class LandingZone:
         if new_dir:
             _fsync_dir(self.root)
         self._seq += 1
-        name = f"part-{int(self.clock() * 1000)}-{self._seq:06d}-{uuid.uuid4().hex[:8]}{CLOSED}{IN_PROGRESS}"
+        name = (f"part-{int(self.clock() * 1000)}-{self._seq:06d}-{uuid.uuid4().hex[:8]}-{self.writer}"
+                f"{CLOSED}{IN_PROGRESS}")
         self._path = directory / name
         self._file = open(self._path, "xb")
         _fsync_dir(directory)
@@ -133,9 +145,12 @@ class LandingZone:
     # -- recovery ---------------------------------------------------------------------
 
     def recover(self) -> int:
-        """Close files a crashed writer left open; returns how many records they held."""
+        """Close the files this writer left open when it crashed; returns how many records they held."""
         records = 0
         for path in sorted(self.root.glob(f"date=*/*{CLOSED}{IN_PROGRESS}")):
+            if not (path.name.endswith(f"-{self.writer}{CLOSED}{IN_PROGRESS}")
+                    or (self.writer == DEFAULT_WRITER and _UNNAMED_WRITER.match(path.name))):
+                continue
             data = path.read_bytes()
             keep = data.rfind(b"\n") + 1
             if keep < len(data):

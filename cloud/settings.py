@@ -7,6 +7,7 @@ are an error, so a typo does not silently fall back to a default.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,8 @@ class IngestSettings:
     """How ingest takes events off the broker and into the landing zone."""
 
     client_id: str = "edgewave-cloud-ingest"
+    workers: int = 1                   # ingest processes `run` starts; each takes a share of the events
+    share_group: str = "edgewave-ingest"   # the MQTT 5 shared-subscription group the workers form
     session_expiry_s: int = 7 * 24 * 3600
     receive_maximum: int = 1000
     commit_max_messages: int = 500
@@ -236,6 +239,10 @@ def load_settings(path: str | Path | None) -> CloudSettings:
         raise SettingsError("ingest.limits: every limit must be at least 1")
     if limits.max_depth < 3:
         raise SettingsError("ingest.limits.max_depth must be at least 3: an event nests 3 deep")
+    if not 1 <= settings.ingest.workers <= 64:
+        raise SettingsError("ingest.workers must be between 1 and 64")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", settings.ingest.share_group):
+        raise SettingsError("ingest.share_group: letters, digits, '_', '.', '-' only (no '/', '+', '#')")
     if settings.live_feed.max_rows < 1:
         raise SettingsError("live_feed.max_rows must be at least 1")
     if settings.ingest.rejected_keep_bytes < 0:

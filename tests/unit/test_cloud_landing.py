@@ -102,3 +102,20 @@ def test_file_names_do_not_collide_across_writers(tmp_path):
     a.close()
     b.close()
     assert sorted(r["w"] for r in read_records(tmp_path)) == ["a", "b"]
+
+
+def test_each_writer_recovers_only_its_own_files(tmp_path):
+    live = LandingZone(tmp_path, clock=Clock(), writer="w1")
+    live.append({"id": "w1-open"}, DAY_MS)
+    live.sync()
+    crashed = LandingZone(tmp_path, clock=Clock(), writer="w0")
+    crashed.append({"id": "w0-left"}, DAY_MS)
+    crashed.sync()
+    # a file from before writers had names belongs to the default writer
+    legacy = open_files(tmp_path)[0].parent / "part-1763510400000-000001-0123abcd.jsonl.inprogress"
+    legacy.write_bytes(b'{"id": "legacy"}\n')
+    assert LandingZone(tmp_path, clock=Clock(), writer="w0").recover() == 2
+    assert sorted(r["id"] for r in read_records(tmp_path)) == ["legacy", "w0-left"]
+    assert [p.name.endswith("-w1.jsonl.inprogress") for p in open_files(tmp_path)] == [True]
+    live.close()
+    assert sorted(r["id"] for r in read_records(tmp_path)) == ["legacy", "w0-left", "w1-open"]
