@@ -4,6 +4,8 @@
     edgewave-cloud ingest --config configs/cloud.yaml       ingest alone
     edgewave-cloud spark --config configs/cloud.yaml        the Spark job alone
     edgewave-cloud push-config --config configs/cloud.yaml --gateway gw1 FILE
+    edgewave-cloud dashboard --config configs/cloud.yaml    the operator dashboard alone
+    edgewave-cloud add-user NAME --role operator            a dashboard user entry for cloud.yaml
 
 Exit codes: 0 success; 1 failure at run time (push: the gateway rejected);
 2 usage or configuration error (push: invalid document, nothing published);
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import logging
+import re
 import signal
 import sys
 from pathlib import Path
@@ -56,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR (default INFO)")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="ingest and the Spark job, supervised")
+    run = sub.add_parser("run", help="ingest, the Spark job and the dashboard, supervised")
     run.add_argument("--config", default=DEFAULT_CONFIG)
     _spark_options(run)
 
@@ -78,6 +81,16 @@ def build_parser() -> argparse.ArgumentParser:
     push.add_argument("--timeout", type=float, help="seconds to wait for acks (default: push.ack_timeout_s)")
     push.add_argument("file", type=Path)
 
+    dashboard = sub.add_parser("dashboard", help="the operator dashboard (alone)")
+    dashboard.add_argument("--config", default=DEFAULT_CONFIG)
+
+    add_user = sub.add_parser("add-user", help="print a dashboard user entry (argon2 password hash) for cloud.yaml")
+    add_user.add_argument("name", help="the login name")
+    add_user.add_argument("--role", required=True, choices=("viewer", "operator"),
+                          help="viewer sees everything; operator may also push, acknowledge and roll back")
+    add_user.add_argument("--password-stdin", action="store_true",
+                          help="read the password from the first line of standard input instead of prompting")
+
     make = sub.add_parser("make-config", help="assemble a config document (TriG) from patterns, schema, static data")
     make.add_argument("--schema", type=Path, action="append", default=[],
                       help="schema file (Turtle, N-Triples, RDF/XML, N3 or JSON-LD, by extension), repeatable")
@@ -92,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     _setup_logging(args.log_level)
     if args.command == "make-config":
         return _make_config(args)
+    if args.command == "add-user":
+        return _add_user(args)
     try:
         settings = load_settings(args.config)
         if args.command == "run":
@@ -100,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             spark_args = (["--master", args.master] if args.master else []) + [
                 a for item in args.conf for a in ("--conf", item)]
             _parse_conf(args.conf)
-            return run_service(args.config, spark_args, args.log_level)
+            return run_service(args.config, spark_args, args.log_level, dashboard=bool(settings.dashboard.users))
         if args.command == "ingest":
             from .ingest import run_ingest
 
@@ -117,6 +132,10 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
         if args.command == "push-config":
             return _push(settings, args)
+        if args.command == "dashboard":
+            from .dashboard.server import run_dashboard
+
+            return run_dashboard(settings)
     except SettingsError as exc:
         print(f"edgewave-cloud: {exc}", file=sys.stderr)
         return 2
@@ -167,6 +186,33 @@ def _make_config(args: argparse.Namespace) -> int:
         args.out.write_text(document, encoding="utf-8")
     else:
         sys.stdout.write(document)
+    return 0
+
+
+def _add_user(args: argparse.Namespace) -> int:
+    """Print the cloud.yaml entry for a dashboard user; the password never touches disk or the command line."""
+    import getpass
+
+    import yaml
+
+    from .dashboard.auth import hash_password
+
+    if not re.fullmatch(r"[A-Za-z0-9_.@-]{1,64}", args.name):
+        print("edgewave-cloud add-user: a name is 1-64 letters, digits, '_', '.', '@' or '-'", file=sys.stderr)
+        return 2
+    if args.password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    else:
+        password = getpass.getpass(f"password for {args.name}: ")
+        if getpass.getpass("again: ") != password:
+            print("edgewave-cloud add-user: the passwords differ", file=sys.stderr)
+            return 2
+    if len(password) < 10:
+        print("edgewave-cloud add-user: the password must have at least 10 characters", file=sys.stderr)
+        return 2
+    entry = {"dashboard": {"users": {args.name: {"role": args.role, "password_hash": hash_password(password)}}}}
+    print(f"# add {args.name} under dashboard.users in cloud.yaml, then restart the dashboard:", file=sys.stderr)
+    sys.stdout.write(yaml.safe_dump(entry, default_flow_style=False, sort_keys=False))
     return 0
 
 

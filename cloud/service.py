@@ -49,11 +49,15 @@ class Child:
             self.proc.wait()
 
 
-def run_service(config: str, spark_args: list[str], log_level: str = "INFO") -> int:
-    """Run ingest and the Spark job until a signal; returns the exit code."""
+def run_service(config: str, spark_args: list[str], log_level: str = "INFO", dashboard: bool = False) -> int:
+    """Run ingest and the Spark job (and the dashboard, when it has users) until a signal; returns the exit code."""
     base = [sys.executable, "-m", "edgewave.cloud.cli", "--log-level", log_level]
     children = [Child("ingest", base + ["ingest", "--config", config]),
                 Child("spark", base + ["spark", "--config", config] + spark_args)]
+    if dashboard:
+        children.append(Child("dashboard", base + ["dashboard", "--config", config]))
+    else:
+        log.info("service dashboard=off reason='no users under dashboard.users in the config'")
     stopping = threading.Event()
 
     def _stop(signum: int, frame: Any) -> None:

@@ -1,0 +1,456 @@
+"""The dashboard's routes: pages (server-rendered Jinja2), htmx fragments, JSON for the chart, CSV exports.
+
+Pages:      GET /login, POST /login, POST /logout, GET / (overview), GET /gateways, GET /gateways/{gw}
+Fragments:  GET /overview/tables, GET /gateways/table (htmx refreshes them in place)
+JSON:       GET /api/matches, /api/overview, /api/gateways, /api/gateways/{gw}/history
+CSV:        GET /export/{name}.csv (matches, patterns, bindings, significant, delays, gateways),
+            GET /export/gateways/{gw}/history.csv
+Operator:   POST /gateways/{gw}/push (a config document, validated, signed and pushed)
+
+Everything but /login and /static needs a session: pages redirect to the login
+page, the API and exports answer 401. Reads run in Starlette's thread pool (sync
+endpoints), each with its own read-only connection.
+"""
+from __future__ import annotations
+
+import logging
+import tempfile
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
+from starlette.middleware.sessions import SessionMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from edgewave.cloud.settings import CloudSettings
+
+from . import export, queries
+from .auth import (CSRF_FIELD, OPERATOR, LoginLimiter, Users, client_address, csrf_ok, csrf_token, current_user,
+                   form_for, start_session)
+from .bucketing import PRESETS_MS, RangeError, TimeRange, parse_range, series
+from .viewfmt import Formatter, viewer_zone
+
+log = logging.getLogger("edgewave.cloud.dashboard")
+
+HERE = Path(__file__).resolve().parent
+SESSION_COOKIE = "edgewave_session"
+PUBLIC_PREFIXES = ("/login", "/static/")
+MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
+
+CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                           "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+
+templates = Jinja2Templates(directory=str(HERE / "templates"))
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _wants_json(request: Request) -> bool:
+    path = request.url.path
+    return path.startswith("/api/") or path.startswith("/export/")
+
+
+class LoginRequired(BaseHTTPMiddleware):
+    """No page, fragment, API or export without a session: pages redirect to /login, the rest get 401."""
+
+    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
+        path = request.url.path
+        if not path.startswith(PUBLIC_PREFIXES) and current_user(request) is None:
+            if _wants_json(request):
+                return JSONResponse({"error": "log in first"}, status_code=401)
+            if request.headers.get("hx-request") or request.method != "GET":
+                return PlainTextResponse("log in first", status_code=401, headers={"HX-Redirect": "/login"})
+            target = path + (f"?{request.url.query}" if request.url.query else "")
+            return RedirectResponse(f"/login?next={quote(target)}", status_code=303)
+        return await call_next(request)
+
+
+class SecurityHeaders(BaseHTTPMiddleware):
+    """A strict Content-Security-Policy (scripts only from /static), no framing, no caching of pages."""
+
+    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
+        started = time.monotonic()
+        response = await call_next(request)
+        response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["X-Frame-Options"] = "DENY"
+        response.headers["Referrer-Policy"] = "same-origin"
+        if not request.url.path.startswith("/static/"):
+            response.headers["Cache-Control"] = "no-store"
+        log.debug("request method=%s path=%s status=%d ms=%.1f", request.method, request.url.path,
+                  response.status_code, (time.monotonic() - started) * 1000)
+        return response
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+def _settings(request: Request) -> CloudSettings:
+    return request.app.state.settings
+
+
+def _reader(request: Request) -> queries.Reader:
+    return request.app.state.reader
+
+
+def _range(request: Request) -> TimeRange:
+    try:
+        return parse_range(dict(request.query_params))
+    except RangeError as exc:
+        raise HTTPException(400, str(exc)) from exc
+
+
+def _range_params(rng: TimeRange) -> str:
+    if rng.label in PRESETS_MS:
+        return urlencode({"range": rng.label})
+    return urlencode({"start": rng.start_ms, "end": rng.end_ms})
+
+
+def render(request: Request, template: str, context: dict[str, Any], status_code: int = 200) -> Response:
+    """A page or fragment with what every template needs: the user, the CSRF token, the formatter."""
+    base = {"request": request, "user": current_user(request), "csrf_token": csrf_token(request),
+            "csrf_field": CSRF_FIELD, "v": Formatter(viewer_zone(request))}
+    return templates.TemplateResponse(request, template, {**base, **context}, status_code=status_code)
+
+
+def _gateways(request: Request, q: queries.Query) -> list[queries.GatewayRow]:
+    d = _settings(request).dashboard
+    return queries.gateway_rows(q, _now_ms(), d.offline_after_s, d.lagging_after_s)
+
+
+def _chart(rng: TimeRange, q: queries.Query) -> dict[str, Any]:
+    """The chart's data as uPlot takes it: x in seconds, one array of counts per pattern."""
+    data = series(rng, queries.match_series(q, rng))
+    return {"start_ms": rng.start_ms, "end_ms": rng.end_ms, "bucket_ms": rng.bucket_ms, "range": rng.label,
+            "x": [start // 1000 for start in rng.bucket_starts], "series": data,
+            "totals": {pattern: sum(values) for pattern, values in data.items()}}
+
+
+def _overview(request: Request, rng: TimeRange, q: queries.Query) -> dict[str, Any]:
+    patterns = queries.pattern_rows(q, rng)
+    gateways = _gateways(request, q)
+    total = sum(p.matches for p in patterns)
+    previous = sum(p.previous for p in patterns)
+    return {"range": rng, "range_params": _range_params(rng), "patterns": patterns, "total": total,
+            "previous_total": previous,
+            "change_pct": None if previous == 0 else 100.0 * (total - previous) / previous,
+            "bindings": queries.top_bindings(q),
+            "significant": queries.significant_by_property(q, rng.start_ms, rng.end_ms),
+            "delays": queries.delay_summary(q, rng.start_ms, rng.end_ms),
+            "uplink": sorted(gateways, key=lambda g: g.gateway),
+            "attention": [g for g in gateways if g.attention]}
+
+
+# -- login -----------------------------------------------------------------------------------
+
+def _safe_next(target: str | None) -> str:
+    """Only a path on this site (never //host or a scheme): no open redirect after login."""
+    if target and target.startswith("/") and not target.startswith("//") and "\\" not in target:
+        return target
+    return "/"
+
+
+async def login_page(request: Request) -> Response:
+    if current_user(request) is not None:
+        return RedirectResponse(_safe_next(request.query_params.get("next")), status_code=303)
+    return render(request, "login.html", {"next": _safe_next(request.query_params.get("next")), "error": None})
+
+
+async def login(request: Request) -> Response:
+    form = await request.form()
+    name = str(form.get("username") or "")[:200]
+    password = str(form.get("password") or "")[:1000]
+    target = _safe_next(str(form.get("next") or ""))
+    address = client_address(request)
+
+    def again(error: str, status: int, headers: dict[str, str] | None = None) -> Response:
+        response = render(request, "login.html", {"next": target, "error": error, "username": name}, status)
+        response.headers.update(headers or {})
+        return response
+
+    if not csrf_ok(request, form):
+        log.warning("dashboard login refused reason=csrf user=%s client=%s", name, address)
+        return again("The form's security token is missing or stale: try again.", 403)
+    limiter: LoginLimiter = request.app.state.limiter
+    wait = limiter.retry_after(name, address)
+    if wait is not None:
+        log.warning("dashboard login refused reason=rate_limited user=%s client=%s retry_after_s=%.0f",
+                    name, address, wait)
+        return again(f"Too many failed logins. Try again in {max(1, round(wait))} s.", 429,
+                     {"Retry-After": str(max(1, round(wait)))})
+    users: Users = request.app.state.users
+    user = await run_in_threadpool(users.verify, name, password)
+    if user is None:
+        failures = limiter.failed(name, address)
+        log.warning("dashboard login failed user=%s client=%s failures=%d", name, address, failures)
+        return again("Wrong user name or password.", 401)
+    limiter.succeeded(name)
+    start_session(request, user)
+    log.info("dashboard login user=%s role=%s client=%s", user.name, user.role, address)
+    return RedirectResponse(target, status_code=303)
+
+
+async def logout(request: Request) -> Response:
+    form = await request.form()
+    if not csrf_ok(request, form):
+        raise HTTPException(403, "the form's security token is missing or stale: reload the page and try again")
+    user = current_user(request)
+    request.session.clear()
+    log.info("dashboard logout user=%s", user.name if user else "")
+    return RedirectResponse("/login", status_code=303)
+
+
+# -- overview --------------------------------------------------------------------------------
+
+def overview_page(request: Request) -> Response:
+    rng = _range(request)
+    with _reader(request).query() as q:
+        context = _overview(request, rng, q)
+    return render(request, "overview.html", {**context, "nav": "overview", "presets": list(PRESETS_MS)})
+
+
+def overview_tables(request: Request) -> Response:
+    rng = _range(request)
+    with _reader(request).query() as q:
+        context = _overview(request, rng, q)
+    return render(request, "_overview_tables.html", context)
+
+
+def api_matches(request: Request) -> Response:
+    rng = _range(request)
+    with _reader(request).query() as q:
+        return JSONResponse(_chart(rng, q))
+
+
+def api_overview(request: Request) -> Response:
+    rng = _range(request)
+    with _reader(request).query() as q:
+        ctx = _overview(request, rng, q)
+        chart = _chart(rng, q)
+    return JSONResponse({
+        "range": {"start_ms": rng.start_ms, "end_ms": rng.end_ms, "bucket_ms": rng.bucket_ms, "label": rng.label},
+        "total": ctx["total"], "previous_total": ctx["previous_total"], "change_pct": ctx["change_pct"],
+        "patterns": [{"pattern": p.pattern, "matches": p.matches, "previous": p.previous} for p in ctx["patterns"]],
+        "bindings": [dict(zip(("pattern", "variable", "value", "count", "rank"), b)) for b in ctx["bindings"]],
+        "significant": [dict(zip(("property", "count", "sensors"), s)) for s in ctx["significant"]],
+        "delays": [asdict(d) for d in ctx["delays"]],
+        "uplink": [{"gateway": g.gateway, "bytes_in": g.bytes_in, "bytes_forwarded": g.bytes_forwarded,
+                    "bytes_saved": g.bytes_saved} for g in ctx["uplink"]],
+        "chart": chart,
+    })
+
+
+# -- gateways --------------------------------------------------------------------------------
+
+def _gateway_json(g: queries.GatewayRow) -> dict[str, Any]:
+    return {"gateway": g.gateway, "health": g.health, "reason": g.reason, "state": g.state,
+            "last_seen_ms": g.last_seen_ms, "config_version": g.config_version, "counters": g.counters,
+            "outbox_depth": g.outbox_depth, "oldest_unsent_ms": g.oldest_unsent_ms, "drops": g.drops,
+            "bytes_in": g.bytes_in, "bytes_forwarded": g.bytes_forwarded, "bytes_saved": g.bytes_saved}
+
+
+def gateways_page(request: Request) -> Response:
+    with _reader(request).query() as q:
+        rows = _gateways(request, q)
+    return render(request, "gateways.html", {"gateways": rows, "nav": "gateways",
+                                             "offline_after_s": _settings(request).dashboard.offline_after_s})
+
+
+def gateways_table(request: Request) -> Response:
+    with _reader(request).query() as q:
+        rows = _gateways(request, q)
+    return render(request, "_gateways_table.html", {"gateways": rows})
+
+
+def api_gateways(request: Request) -> Response:
+    with _reader(request).query() as q:
+        rows = _gateways(request, q)
+    return JSONResponse({"gateways": [_gateway_json(g) for g in rows]})
+
+
+def _one_gateway(request: Request, q: queries.Query) -> queries.GatewayRow:
+    d = _settings(request).dashboard
+    row = queries.gateway_row(q, request.path_params["gateway"], _now_ms(), d.offline_after_s, d.lagging_after_s)
+    if row is None:
+        raise HTTPException(404, f"no gateway {request.path_params['gateway']!r} in the registry")
+    return row
+
+
+def _before(request: Request) -> int | None:
+    before = request.query_params.get("before")
+    try:
+        return int(before) if before else None
+    except ValueError as exc:
+        raise HTTPException(400, "before must be milliseconds since the epoch") from exc
+
+
+def gateway_page(request: Request) -> Response:
+    with _reader(request).query() as q:
+        row = _one_gateway(request, q)
+        history = queries.status_history(q, row.gateway, before_ms=_before(request))
+        pushes = queries.config_pushes(q, row.gateway)
+    return render(request, "gateway.html", {"g": row, "history": history, "pushes": pushes, "nav": "gateways",
+                                            "has_key": row.gateway in _settings(request).gateways,
+                                            "push_error": None})
+
+
+def api_gateway_history(request: Request) -> Response:
+    with _reader(request).query() as q:
+        row = _one_gateway(request, q)
+        history = queries.status_history(q, row.gateway, before_ms=_before(request))
+    return JSONResponse({"gateway": row.gateway, "history": [
+        {"received_ms": h.received_ms, "state": h.state, "config_version": h.config_version, "status": h.status}
+        for h in history]})
+
+
+async def push_config_form(request: Request) -> Response:
+    """Operator only: validate a config document, then sign and push it (in the background) with push-config's code."""
+    form = await form_for(request, OPERATOR)
+    user = current_user(request)
+    gateway = request.path_params["gateway"]
+    settings = _settings(request)
+    upload = form.get("document")
+    text = await upload.read() if hasattr(upload, "read") else str(upload or "").encode()
+    fmt = str(form.get("format") or "trig")
+    error = None
+    if fmt not in ("trig", "turtle"):
+        error = "format must be trig or turtle"
+    elif not text.strip():
+        error = "the document is empty"
+    elif len(text) > MAX_DOCUMENT_BYTES:
+        error = f"the document is larger than {MAX_DOCUMENT_BYTES // (1024 * 1024)} MiB"
+    if error is None:
+        error = await run_in_threadpool(_validate_for_push, settings, gateway, text, fmt)
+    if error is not None:
+        log.warning("dashboard push refused user=%s gateway=%s reason=%r", user.name if user else "", gateway, error)
+        with _reader(request).query() as q:
+            row = _one_gateway(request, q)
+            history = queries.status_history(q, row.gateway)
+            pushes = queries.config_pushes(q, row.gateway)
+        return render(request, "gateway.html", {"g": row, "history": history, "pushes": pushes, "nav": "gateways",
+                                                "has_key": gateway in settings.gateways, "push_error": error}, 400)
+    threading.Thread(target=_push_in_background, args=(settings, gateway, text, fmt, user.name if user else ""),
+                     name=f"push-{gateway}", daemon=True).start()
+    return RedirectResponse(f"/gateways/{quote(gateway)}?pushed=1", status_code=303)
+
+
+def _validate_for_push(settings: CloudSettings, gateway: str, text: bytes, fmt: str) -> str | None:
+    from edgewave.cloud.publisher import InvalidDocument, validate_document
+    from edgewave.cloud.settings import SettingsError
+
+    try:
+        settings.gateway_key(gateway)
+        validate_document(text.decode("utf-8-sig"), fmt)
+    except (InvalidDocument, SettingsError) as exc:
+        return str(exc)
+    except UnicodeDecodeError:
+        return "the document is not UTF-8 text"
+    return None
+
+
+def _push_in_background(settings: CloudSettings, gateway: str, text: bytes, fmt: str, user: str) -> None:
+    """push-config's own code path: version, record, sign, publish retained, wait for the ack."""
+    from edgewave.cloud.publisher import push_config
+
+    with tempfile.TemporaryDirectory(prefix="edgewave-push-") as tmp:
+        path = Path(tmp) / f"config.{'trig' if fmt == 'trig' else 'ttl'}"
+        path.write_bytes(text)
+        try:
+            outcomes = push_config(settings, [gateway], path, fmt=fmt, out=lambda line: None)
+        except Exception as exc:  # the broker unreachable, the database busy: logged, the page shows the push table
+            log.error("dashboard push failed user=%s gateway=%s error=%r", user, gateway, str(exc))
+            return
+    for outcome in outcomes:
+        log.info("dashboard push user=%s gateway=%s version=%s status=%s reason=%r", user, gateway,
+                 outcome.version, outcome.status, outcome.reason)
+
+
+# -- exports ---------------------------------------------------------------------------------
+
+def _csv_response(table: export.Table, filename: str) -> Response:
+    return Response(export.to_csv(table), media_type="text/csv; charset=utf-8",
+                    headers={"Content-Disposition": f'attachment; filename="{filename}"'})
+
+
+def export_csv(request: Request) -> Response:
+    name = request.path_params["name"]
+    make = export.EXPORTS.get(name)
+    if make is None:
+        raise HTTPException(404, f"no export {name!r} (one of {', '.join(export.EXPORTS)})")
+    rng = _range(request)
+    with _reader(request).query() as q:
+        table = make(q, rng, viewer_zone(request), gateways=_gateways(request, q) if name == "gateways" else [])
+    return _csv_response(table, f"edgewave-{name}.csv")
+
+
+def export_history(request: Request) -> Response:
+    with _reader(request).query() as q:
+        row = _one_gateway(request, q)
+        history = queries.status_history(q, row.gateway, limit=10_000, before_ms=_before(request))
+    return _csv_response(export.history_table(history, viewer_zone(request)), f"edgewave-{row.gateway}-history.csv")
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if _wants_json(request):
+        return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
+    return render(request, "error.html", {"status": exc.status_code, "message": exc.detail}, exc.status_code)
+
+
+async def busy_error(request: Request, exc: Exception) -> Response:
+    log.warning("dashboard query_timeout path=%s error=%r", request.url.path, str(exc))
+    message = "The database is busy; this page gave up rather than slow down ingest and the Spark job. Try again."
+    if _wants_json(request):
+        return JSONResponse({"error": message}, status_code=503, headers={"Retry-After": "5"})
+    return render(request, "error.html", {"status": 503, "message": message}, 503)
+
+
+def create_app(settings: CloudSettings, secret_key: str) -> Starlette:
+    """The dashboard over ``settings.database``; ``secret_key`` signs the session cookies."""
+    d = settings.dashboard
+    routes = [
+        Route("/login", login_page, methods=["GET"]),
+        Route("/login", login, methods=["POST"]),
+        Route("/logout", logout, methods=["POST"]),
+        Route("/", overview_page),
+        Route("/overview/tables", overview_tables),
+        Route("/gateways", gateways_page),
+        Route("/gateways/table", gateways_table),
+        Route("/gateways/{gateway}", gateway_page),
+        Route("/gateways/{gateway}/push", push_config_form, methods=["POST"]),
+        Route("/api/matches", api_matches),
+        Route("/api/overview", api_overview),
+        Route("/api/gateways", api_gateways),
+        Route("/api/gateways/{gateway}/history", api_gateway_history),
+        Route("/export/gateways/{gateway}/history.csv", export_history),
+        Route("/export/{name}.csv", export_csv),
+        Mount("/static", app=StaticFiles(directory=str(HERE / "static")), name="static"),
+    ]
+    middleware = [
+        Middleware(SecurityHeaders),
+        Middleware(SessionMiddleware, secret_key=secret_key, session_cookie=SESSION_COOKIE,
+                   max_age=d.session_max_age_s, same_site="lax", https_only=d.secure_cookies),
+        Middleware(LoginRequired),
+    ]
+    app = Starlette(routes=routes, middleware=middleware,
+                    exception_handlers={HTTPException: http_error, queries.QueryTimeout: busy_error})
+    app.state.settings = settings
+    app.state.reader = queries.Reader(settings.database, d.query_timeout_s)
+    app.state.users = Users(d)
+    app.state.limiter = LoginLimiter(d.login_failures_per_user, d.login_failures_per_address, d.login_window_s)
+    return app
