@@ -6,11 +6,14 @@ key. Delete the file to log everybody out.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
+import signal
 import stat
 from pathlib import Path
+from typing import Iterator
 
 from edgewave.cloud.settings import CloudSettings, SettingsError
 
@@ -47,6 +50,25 @@ def load_secret_key(path: str | Path) -> str:
     return path.read_text().strip()
 
 
+def _server_class() -> type:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, except that SIGTERM/SIGINT end it with exit code 0 like every other
+        edgewave-cloud process (uvicorn re-raises the signal after its graceful shutdown)."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            original = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in original.items():
+                    signal.signal(sig, handler)
+
+    return Server
+
+
 def run_dashboard(settings: CloudSettings) -> int:
     """Serve the dashboard until SIGTERM/SIGINT; returns the exit code (2 when it cannot be configured)."""
     import uvicorn
@@ -62,7 +84,7 @@ def run_dashboard(settings: CloudSettings) -> int:
     config = uvicorn.Config(app, host=d.host, port=d.port, log_config=None, access_log=False,
                             server_header=False, proxy_headers=bool(proxies), forwarded_allow_ips=proxies or "",
                             timeout_graceful_shutdown=5)
-    server = uvicorn.Server(config)
+    server = _server_class()(config)
     log.info("dashboard starting url=http://%s:%d database=%s users=%d secure_cookies=%s", d.host, d.port,
              settings.database, len(d.users), d.secure_cookies)
     server.run()

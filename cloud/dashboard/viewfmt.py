@@ -8,6 +8,7 @@ times are UTC and say so.
 from __future__ import annotations
 
 import time
+from urllib.parse import unquote
 from datetime import datetime, timezone
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -30,7 +31,7 @@ def zone_named(name: str | None) -> ZoneInfo | timezone:
 
 def viewer_zone(request: Request) -> ZoneInfo | timezone:
     """The zone of the browser that asked (``tz`` parameter, else the ``ew_tz`` cookie, else UTC)."""
-    return zone_named(request.query_params.get("tz") or request.cookies.get(TZ_COOKIE))
+    return zone_named(request.query_params.get("tz") or unquote(request.cookies.get(TZ_COOKIE) or ""))
 
 
 def zone_name(zone: ZoneInfo | timezone) -> str:

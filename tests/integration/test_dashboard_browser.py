@@ -1,0 +1,300 @@
+"""The dashboard in a real browser: `edgewave-cloud dashboard` as a subprocess, Debian's chromium driven by Playwright.
+
+One dashboard process and one browser serve the whole module; each test gets a fresh
+browser context (its own cookies). The database is filled through the cloud's own
+code (aggregates.apply_batch, registry.record_status) with known counts.
+
+EDGEWAVE_UPDATE_SCREENSHOTS=1 also writes the screenshots to docs/images/ for the README.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sqlite3
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from cloud_harness import CloudProcess
+from dashboard_data import PASSWORDS, KnownData, fill_known_database, free_port, wait_until_serving, \
+    write_dashboard_config
+
+playwright_sync = pytest.importorskip("playwright.sync_api")
+
+CHROMIUM = os.environ.get("EDGEWAVE_CHROMIUM", "/usr/bin/chromium")
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300),
+              pytest.mark.skipif(not Path(CHROMIUM).exists() and not shutil.which("chromium"),
+                                 reason="chromium not installed (bash scripts/install-system-packages.sh)")]
+
+
+class Dashboard:
+    def __init__(self, url: str, db: Path, data: KnownData, proc: CloudProcess) -> None:
+        self.url, self.db, self.data, self.proc = url, db, data, proc
+
+
+@pytest.fixture(scope="module")
+def dashboard(tmp_path_factory) -> Iterator[Dashboard]:
+    tmp = tmp_path_factory.mktemp("dashboard")
+    data = fill_known_database(tmp / "cloud.db")
+    port = free_port()
+    config = write_dashboard_config(tmp, port, login_failures_per_user=3, login_failures_per_address=6)
+    proc = CloudProcess(["dashboard", "--config", str(config)], tmp / "dashboard.log")
+    try:
+        wait_until_serving(port, proc)
+        yield Dashboard(f"http://127.0.0.1:{port}", tmp / "cloud.db", data, proc)
+    finally:
+        assert proc.stop(timeout=20) == 0, proc.log()[-3000:]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    with playwright_sync.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium"),
+                                     args=["--no-sandbox", "--disable-dev-shm-usage"])
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def context(browser, dashboard):
+    ctx = browser.new_context(base_url=dashboard.url, viewport={"width": 1280, "height": 900},
+                              timezone_id="Europe/Berlin")
+    yield ctx
+    ctx.close()
+
+
+def log_in(context, name: str, password: str | None = None):
+    page = context.new_page()
+    page.goto("/login")
+    page.fill("input[name=username]", name)
+    page.fill("input[name=password]", password or PASSWORDS[name])
+    page.click("button[type=submit]")
+    page.wait_for_load_state()
+    assert "/login" not in page.url, page.content()[:2000]
+    return page
+
+
+def sqlite_rows(db: Path, sql: str, params: tuple = ()) -> list[tuple]:
+    conn = sqlite3.connect(db)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
+def test_every_page_and_api_needs_a_login(context):
+    for path in ("/", "/gateways", "/gateways/gw-ok", "/overview/tables", "/gateways/table"):
+        response = context.request.get(path, max_redirects=0)
+        assert response.status in (303, 401), path
+        if response.status == 303:
+            assert response.headers["location"].startswith("/login"), path
+    for path in ("/api/matches", "/api/overview", "/api/gateways", "/api/gateways/gw-ok/history",
+                 "/export/matches.csv", "/export/gateways/gw-ok/history.csv"):
+        response = context.request.get(path, max_redirects=0)
+        assert response.status == 401, path
+        assert "gw-ok" not in response.text() and "fire" not in response.text()
+    post = context.request.post("/gateways/gw-ok/push", multipart={"format": "trig"}, max_redirects=0)
+    assert post.status == 401
+    # A browser is sent to the login page and, after logging in, back where it wanted to go.
+    page = context.new_page()
+    page.goto("/gateways")
+    assert page.url.endswith("/login?next=/gateways")
+    page.fill("input[name=username]", "victor")
+    page.fill("input[name=password]", PASSWORDS["victor"])
+    page.click("button[type=submit]")
+    page.wait_for_url(re.compile(r"/gateways$"))
+    cookie = next(c for c in context.cookies() if c["name"] == "edgewave_session")
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Lax" and not cookie["secure"]
+
+
+def test_overview_chart_shows_the_counts_in_sqlite(context, dashboard):
+    page = log_in(context, "alice")
+    page.goto("/gateways")   # away from the overview the login landed on (its chart fetch is done)
+    for range_name in ("24h", "7d"):
+        with page.expect_response(lambda r: "/api/matches" in r.url and f"range={range_name}" in r.url) as info:
+            page.goto(f"/?range={range_name}")
+        chart = info.value.json()
+        page.wait_for_selector("#matches-chart[data-drawn=chart] canvas")
+        start, end, bucket = chart["start_ms"], chart["end_ms"], chart["bucket_ms"]
+        # The chart's buckets, summed from the minute rows in SQLite independently of the dashboard.
+        expected: dict[str, list[int]] = {}
+        for pattern, minute, count in sqlite_rows(dashboard.db, "SELECT pattern, minute_ms, count FROM "
+                                                  "matches_per_minute WHERE minute_ms >= ? AND minute_ms < ?",
+                                                  (start, end)):
+            expected.setdefault(pattern, [0] * ((end - start) // bucket))[(minute - start) // bucket] += count
+        assert chart["series"] == dict(sorted(expected.items())), range_name
+        assert len(chart["x"]) == (end - start) // bucket <= 1500
+        assert chart["x"][0] * 1000 == start and chart["x"][1] * 1000 - start == bucket
+        # What the page drew: every point, and the totals in the table agree.
+        drawn = page.locator("#matches-chart")
+        assert int(drawn.get_attribute("data-points")) == len(chart["x"]) * len(expected)
+        assert drawn.get_attribute("data-patterns") == ",".join(sorted(expected))
+        totals = {p: sum(v) for p, v in expected.items()}
+        table = {row.locator("td").nth(0).inner_text(): int(row.locator("td").nth(1).inner_text().replace(",", ""))
+                 for row in page.locator("#patterns-table tbody tr").all()}
+        assert {p: n for p, n in table.items() if n} == totals
+        assert page.locator("#total-matches").inner_text().replace(",", "") == str(sum(totals.values()))
+    # The week: 10-minute buckets; the canvas has pixels drawn.
+    assert chart["bucket_ms"] == 600_000
+    assert page.evaluate("""() => { const c = document.querySelector('#matches-chart canvas');
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i]) n++; return n; }""") > 1000
+    # Delay percentiles and the uplink table, as the aggregates and status counters say.
+    delays = page.locator("#delays-table tbody tr").first.inner_text()
+    assert "match" in delays and "200" in delays and "2,210 ms" in delays
+    uplink = page.locator("#uplink-table tbody tr", has_text="gw-ok").inner_text()
+    assert "976.6 KiB" in uplink and "(96 %)" in uplink
+    page.set_viewport_size({"width": 1280, "height": 1400})
+    page.goto("/?range=24h")
+    page.wait_for_selector("#matches-chart[data-drawn=chart] canvas")
+    _screenshot(page, "dashboard-overview.png")
+
+
+def test_overview_csv_export_is_in_the_viewers_zone(context, dashboard):
+    page = log_in(context, "victor")
+    page.goto("/?range=1h")
+    href = page.locator("a.csv").first.get_attribute("href")
+    assert "tz=Europe%2FBerlin" in href
+    response = context.request.get(href)
+    assert response.status == 200 and response.headers["content-type"].startswith("text/csv")
+    lines = response.text().splitlines()
+    assert lines[0].startswith("bucket_start,bucket_minutes,")
+    assert re.search(r"\+0[12]:00,1,", lines[1]), lines[1]   # Berlin: +01:00 or +02:00
+    fire = lines[0].split(",").index("fire")
+    assert sum(int(line.split(",")[fire]) for line in lines[1:]) == \
+        int(page.locator("#patterns-table tbody tr", has_text="fire").locator("td").nth(1).inner_text())
+
+
+def test_offline_and_lagging_gateways_stand_out_and_come_first(context, dashboard):
+    page = log_in(context, "victor")
+    page.goto("/gateways")
+    assert page.locator("footer").inner_text() == "Times in Europe/Berlin."   # the browser's zone, not the server's
+    rows = page.locator("#gateways-table tbody tr")
+    order = [(r.get_attribute("data-gateway"), r.get_attribute("data-health")) for r in rows.all()]
+    assert order == [("gw-silent", "offline"), ("gw-will", "offline"), ("gw-lag", "lagging"), ("gw-ok", "online"),
+                     ("gw-zeta", "online")]
+    assert dict(order) == dashboard.data.expected_health
+    assert "no status for 20 min" in rows.nth(0).inner_text()
+    assert "Last Will" in rows.nth(1).inner_text()
+    lag = rows.nth(2).inner_text()
+    assert "4,200" in lag and "17" in lag and "15 min" in lag
+    # They stand out: a coloured row, not just a word.
+    assert rows.nth(0).evaluate("r => getComputedStyle(r).backgroundColor") != \
+        rows.nth(3).evaluate("r => getComputedStyle(r).backgroundColor")
+    _screenshot(page, "dashboard-gateways.png")
+    # A gateway's page shows its status history, newest first.
+    page.click("text=gw-ok")
+    page.wait_for_url(re.compile(r"/gateways/gw-ok$"))
+    history = page.locator("#history-table tbody tr")
+    assert history.count() == 4
+    assert "5,300" in history.nth(0).inner_text() and "5,000" in history.nth(3).inner_text()
+    assert page.locator("#gateway-health").inner_text() == "online"
+
+
+def test_pages_fit_a_phone_screen(browser, dashboard):
+    ctx = browser.new_context(base_url=dashboard.url, viewport={"width": 390, "height": 844}, is_mobile=True)
+    try:
+        page = log_in(ctx, "victor")
+        for path in ("/", "/gateways", "/gateways/gw-lag"):
+            page.goto(path)
+            page.wait_for_load_state("networkidle")
+            assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1"), path
+        page.goto("/")
+        page.wait_for_selector("#matches-chart[data-drawn=chart] canvas")
+    finally:
+        ctx.close()
+
+
+def test_a_viewer_may_not_push_and_every_form_needs_its_csrf_token(context, browser, dashboard):
+    page = log_in(context, "victor")
+    page.goto("/gateways/gw-ok")
+    assert page.locator("form.push").count() == 0   # no push form for a viewer
+    token = page.locator("body").get_attribute("data-csrf")
+    document = {"name": "gw.trig", "mimeType": "application/trig", "buffer": b"not a config document"}
+    refused = context.request.post("/gateways/gw-ok/push", max_redirects=0,
+                                   multipart={"csrf_token": token, "format": "trig", "document": document})
+    assert refused.status == 403 and "operator" in refused.text()
+    assert sqlite_rows(dashboard.db, "SELECT COUNT(*) FROM config_pushes") == [(0,)]
+
+    operator = browser.new_context(base_url=dashboard.url)
+    try:
+        page = log_in(operator, "alice")
+        page.goto("/gateways/gw-ok")
+        token = page.locator("body").get_attribute("data-csrf")
+        no_token = operator.request.post("/gateways/gw-ok/push", max_redirects=0,
+                                         multipart={"format": "trig", "document": document})
+        assert no_token.status == 403 and "security token" in no_token.text()
+        wrong_token = operator.request.post("/gateways/gw-ok/push", max_redirects=0,
+                                            multipart={"csrf_token": "x" * 43, "format": "trig", "document": document})
+        assert wrong_token.status == 403
+        # With the token the operator gets through to validation, which refuses this document before publishing.
+        page.set_input_files("form.push input[type=file]", files=[document])
+        page.click("form.push button[type=submit]")
+        page.wait_for_load_state()
+        assert "error" in page.locator("form.push .error").get_attribute("class")
+        assert page.locator("form.push .error").inner_text()
+        assert sqlite_rows(dashboard.db, "SELECT COUNT(*) FROM config_pushes") == [(0,)]
+        # Logging out needs the token too.
+        assert operator.request.post("/logout", max_redirects=0).status == 403
+        assert operator.request.post("/logout", form={"csrf_token": token}, max_redirects=0).status == 303
+        assert operator.request.get("/api/gateways", max_redirects=0).status == 401
+    finally:
+        operator.close()
+
+
+def test_the_login_form_needs_its_csrf_token(browser, dashboard):
+    ctx = browser.new_context(base_url=dashboard.url)
+    try:
+        response = ctx.request.post("/login", form={"username": "alice", "password": PASSWORDS["alice"]},
+                                    max_redirects=0)
+        assert response.status == 403
+        assert ctx.request.get("/api/gateways", max_redirects=0).status == 401
+        # A token from another session does not do either.
+        other = browser.new_context(base_url=dashboard.url)
+        page = other.new_page()
+        page.goto("/login")
+        foreign = page.locator("input[name=csrf_token]").get_attribute("value")
+        other.close()
+        response = ctx.request.post("/login", form={"username": "alice", "password": PASSWORDS["alice"],
+                                                    "csrf_token": foreign}, max_redirects=0)
+        assert response.status == 403
+    finally:
+        ctx.close()
+
+
+def test_failed_logins_are_rate_limited_per_user_and_per_address(browser, dashboard):
+    """Last in the module: it uses up 127.0.0.1's failures (limits in the fixture: 3 per user, 6 per address)."""
+    ctx = browser.new_context(base_url=dashboard.url)
+    try:
+        page = ctx.new_page()
+
+        def attempt(name: str, password: str) -> int:
+            page.goto("/login")
+            page.fill("input[name=username]", name)
+            page.fill("input[name=password]", password)
+            with page.expect_response(lambda r: r.url.endswith("/login") and r.request.method == "POST") as info:
+                page.click("button[type=submit]")
+            return info.value.status
+
+        assert [attempt("alice", "wrong password") for _ in range(3)] == [401, 401, 401]
+        # The right password does not help now: the user name is locked for the window.
+        assert attempt("alice", PASSWORDS["alice"]) == 429
+        assert "Too many failed logins" in page.locator(".error").inner_text()
+        # Other names from the same address: three more failures reach the address's limit.
+        assert [attempt(f"guess{i}", "wrong") for i in range(3)] == [401, 401, 401]
+        assert attempt("victor", PASSWORDS["victor"]) == 429
+    finally:
+        ctx.close()
+    assert "dashboard login refused reason=rate_limited user=alice" in dashboard.proc.log()
+
+
+def _screenshot(page, name: str) -> None:
+    png = page.screenshot(full_page=True)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+    if os.environ.get("EDGEWAVE_UPDATE_SCREENSHOTS") == "1":
+        (REPO / "docs" / "images").mkdir(parents=True, exist_ok=True)
+        (REPO / "docs" / "images" / name).write_bytes(png)

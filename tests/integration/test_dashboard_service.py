@@ -1,0 +1,98 @@
+"""The dashboard as a process: on a machine where the cloud never ran, and under `edgewave-cloud run`."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cloud_harness import CloudProcess, wait_for, write_config
+from dashboard_data import PASSWORDS, free_port, wait_until_serving, write_dashboard_config
+
+CHROMIUM = os.environ.get("EDGEWAVE_CHROMIUM", "/usr/bin/chromium")
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium not installed (bash scripts/install-system-packages.sh)")
+def test_on_a_machine_where_the_cloud_never_ran_the_pages_are_empty(tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    fresh = tmp_path / "var" / "cloud"          # nothing here: no database, no landing zone
+    port = free_port()
+    config = write_dashboard_config(tmp_path, port, database=fresh / "cloud.db")
+    dashboard = CloudProcess(["dashboard", "--config", str(config)], tmp_path / "dashboard.log")
+    try:
+        wait_until_serving(port, dashboard)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-dev-shm-usage"])
+            page = browser.new_page(base_url=f"http://127.0.0.1:{port}")
+            page.goto("/")
+            page.fill("input[name=username]", "alice")
+            page.fill("input[name=password]", PASSWORDS["alice"])
+            page.click("button[type=submit]")
+            page.wait_for_selector("#matches-chart[data-drawn=empty]")
+            assert page.locator("#matches-chart").inner_text() == "No matches in this period."
+            assert page.locator("#total-matches").inner_text() == "0"
+            for table in ("#patterns-table", "#bindings-table", "#significant-table", "#delays-table",
+                          "#uplink-table"):
+                assert page.locator(f"{table} tbody tr.empty").count() == 1, table
+            page.goto("/gateways")
+            assert page.locator("#gateways-table tbody tr").inner_text() == "No gateway has reported yet."
+            api = page.request.get("/api/overview?range=7d").json()
+            assert api["total"] == 0 and api["patterns"] == [] and api["chart"]["series"] == {}
+            assert page.request.get("/export/gateways.csv").text().splitlines()[0].startswith("gateway,health")
+            assert page.request.get("/gateways/gw1").status == 404
+            browser.close()
+    finally:
+        assert dashboard.stop(timeout=20) == 0, dashboard.log()[-3000:]
+    # It read nothing into existence: the cloud's files are still the cloud's to create.
+    assert not (fresh / "cloud.db").exists() and not (tmp_path / "landing").exists()
+    assert "level=ERROR" not in dashboard.log() and "Traceback" not in dashboard.log()
+
+
+def test_add_user_prints_an_entry_the_dashboard_accepts(tmp_path):
+    bindir = Path(sys.executable).parent
+    out = subprocess.run([str(bindir / "edgewave-cloud"), "add-user", "olga", "--role", "operator",
+                          "--password-stdin"], input="a long enough password\n", capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    entry = yaml.safe_load(out.stdout)
+    user = entry["dashboard"]["users"]["olga"]
+    assert user["role"] == "operator" and user["password_hash"].startswith("$argon2id$")
+    assert "a long enough password" not in out.stdout + out.stderr
+    from argon2 import PasswordHasher
+
+    assert PasswordHasher().verify(user["password_hash"], "a long enough password")
+    short = subprocess.run([str(bindir / "edgewave-cloud"), "add-user", "olga", "--role", "viewer",
+                            "--password-stdin"], input="short\n", capture_output=True, text=True, timeout=60)
+    assert short.returncode == 2 and "at least 10 characters" in short.stderr
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.skipif(shutil.which("java") is None, reason="no Java for the Spark job")
+def test_run_supervises_the_dashboard_beside_ingest_and_spark(tmp_path, mqtt_broker):
+    port = free_port()
+    dashboard_cfg = yaml.safe_load(write_dashboard_config(tmp_path, port).read_text())["dashboard"]
+    config = write_config(tmp_path, mqtt_broker, dashboard=dashboard_cfg)
+    cloud = CloudProcess(["run", "--config", str(config)], tmp_path / "run.log")
+    try:
+        wait_until_serving(port, cloud, timeout=120)
+        assert "service started child=dashboard" in cloud.log()
+        wait_for(lambda: "ingest connected" in cloud.log(), 60, "ingest to connect", alive=cloud)
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/api/gateways")
+        try:
+            urllib.request.urlopen(request, timeout=5)
+            raise AssertionError("the API answered without a login")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 401 and json.loads(exc.read()) == {"error": "log in first"}
+    finally:
+        assert cloud.stop() == 0, cloud.log()[-3000:]
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/login", timeout=2)
