@@ -1,0 +1,61 @@
+"""Fuzz target: N-Triples(-star) lines and recorded streams.
+
+- ``parse_line`` on every line: NTriplesError or a triple; a triple serializes and parses
+  back to itself, and the full parser gives the same triple as the fast path;
+- ``parse`` of the whole text, strict (NTriplesError) and skip-and-count (no error);
+- ``read_recorded`` of the lines as bytes (a file) and as text: RecordedStreamError or
+  NTriplesError strict, nothing with an ``errors`` list;
+- the match CLI's lean reader (``recorded_items`` over ``read_recorded_lean``) on the text
+  as ``edgewave match`` reads a file: items and errors exactly those of ``read_recorded``.
+
+Text is the input as UTF-8 with invalid bytes kept as lone surrogates (see fuzzlib).
+"""
+from __future__ import annotations
+
+from edgewave.agent.match_cli import recorded_items
+from edgewave.shared import ntriples
+from edgewave.shared.ntriples import NTriplesError, parse, parse_line, serialize
+from edgewave.shared.recorded import read_recorded
+
+from fuzzlib import Known, guarded, text_of
+
+KNOWN = (
+    Known("lean reader: int() of a timestamp of more than 4,300 digits", ValueError,
+          "ntriples.py:read_recorded_lean", "Exceeds the limit"),
+    Known("match CLI: int() of a timestamp of more than 4,300 digits", ValueError,
+          "match_cli.py:other", "Exceeds the limit"),
+    Known("lean reader takes timestamps beyond 64 bits that read_recorded refuses", AssertionError,
+          "fuzz_ntriples.py:_one", "lean reader disagrees"),
+)
+
+
+def _one(data: bytes) -> None:
+    text = text_of(data)
+    for line in text.split("\n"):
+        try:
+            triple = parse_line(line)
+        except NTriplesError:
+            continue
+        if triple is not None:
+            assert parse_line(serialize(triple)) == triple, (line, triple)
+            assert ntriples._parse_full(line) == triple, (line, triple)
+    try:
+        parse(text)
+    except NTriplesError:
+        pass
+    parse(text, errors=[])
+    byte_lines = data.split(b"\n")
+    list(read_recorded(byte_lines, errors=[]))
+    try:
+        list(read_recorded(text.split("\n")))
+    except NTriplesError:  # RecordedStreamError is one
+        pass
+    lines = text.splitlines(keepends=True)
+    ours, theirs = [], []
+    items = list(recorded_items(iter(lines), ours))
+    expected = list(read_recorded([line.encode("utf-8", "surrogateescape") for line in lines], theirs))
+    assert items == expected and [(e.line, e.column, e.reason) for e in ours] == [
+        (e.line, e.column, e.reason) for e in theirs], "lean reader disagrees with read_recorded"
+
+
+TestOneInput = guarded(_one, KNOWN)
