@@ -1,8 +1,9 @@
 """The dashboard's routes: pages (server-rendered Jinja2), htmx fragments, JSON for the chart, CSV exports.
 
-Pages:      GET /login, POST /login, POST /logout, GET / (overview), GET /gateways, GET /gateways/{gw}
+Pages:      GET /login, POST /login, POST /logout, GET / (overview), GET /live, GET /gateways, GET /gateways/{gw}
 Fragments:  GET /overview/tables, GET /gateways/table (htmx refreshes them in place)
-JSON:       GET /api/matches, /api/overview, /api/gateways, /api/gateways/{gw}/history
+JSON:       GET /api/matches, /api/overview, /api/gateways, /api/gateways/{gw}/history, /api/live
+Events:     GET /api/live/stream (server-sent events: live matches with their evidence)
 CSV:        GET /export/{name}.csv (matches, patterns, bindings, significant, delays, gateways),
             GET /export/gateways/{gw}/history.csv
 Operator:   POST /gateways/{gw}/push (a config document, validated, signed and pushed)
@@ -36,7 +37,7 @@ from starlette.templating import Jinja2Templates
 
 from edgewave.cloud.settings import CloudSettings
 
-from . import export, queries
+from . import export, live, queries
 from .auth import (CSRF_FIELD, OPERATOR, LoginLimiter, Users, client_address, csrf_ok, csrf_token, current_user,
                    form_for, start_session)
 from .bucketing import PRESETS_MS, RangeError, TimeRange, parse_range, series
@@ -253,6 +254,15 @@ def api_overview(request: Request) -> Response:
     })
 
 
+def live_page(request: Request) -> Response:
+    with _reader(request).query() as q:
+        patterns = [p for (p,) in q.rows("SELECT DISTINCT pattern FROM binding_values ORDER BY 1")]
+        gateways = [g for (g,) in q.rows("SELECT gateway FROM gateways ORDER BY 1")]
+    chosen = {"gateway": request.query_params.get("gateway") or "", "pattern": request.query_params.get("pattern") or ""}
+    return render(request, "live.html", {"nav": "live", "patterns": patterns, "gateways": gateways, "chosen": chosen,
+                                         "filter_params": urlencode({k: v for k, v in chosen.items() if v})})
+
+
 # -- gateways --------------------------------------------------------------------------------
 
 def _gateway_json(g: queries.GatewayRow) -> dict[str, Any]:
@@ -429,6 +439,7 @@ def create_app(settings: CloudSettings, secret_key: str) -> Starlette:
         Route("/logout", logout, methods=["POST"]),
         Route("/", overview_page),
         Route("/overview/tables", overview_tables),
+        Route("/live", live_page),
         Route("/gateways", gateways_page),
         Route("/gateways/table", gateways_table),
         Route("/gateways/{gateway}", gateway_page),
@@ -437,6 +448,8 @@ def create_app(settings: CloudSettings, secret_key: str) -> Starlette:
         Route("/api/overview", api_overview),
         Route("/api/gateways", api_gateways),
         Route("/api/gateways/{gateway}/history", api_gateway_history),
+        Route("/api/live", live.live_recent),
+        Route("/api/live/stream", live.live_stream),
         Route("/export/gateways/{gateway}/history.csv", export_history),
         Route("/export/{name}.csv", export_csv),
         Mount("/static", app=StaticFiles(directory=str(HERE / "static")), name="static"),
@@ -452,5 +465,6 @@ def create_app(settings: CloudSettings, secret_key: str) -> Starlette:
     app.state.settings = settings
     app.state.reader = queries.Reader(settings.database, d.query_timeout_s)
     app.state.users = Users(d)
+    app.state.live_streams = 0
     app.state.limiter = LoginLimiter(d.login_failures_per_user, d.login_failures_per_address, d.login_window_s)
     return app

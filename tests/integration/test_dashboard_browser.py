@@ -12,12 +12,15 @@ import os
 import re
 import shutil
 import sqlite3
+import time
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
-from cloud_harness import CloudProcess
+from cloud_harness import CloudProcess, landing_record
+from edgewave.cloud.live_feed import LiveFeedWriter
+from edgewave.shared.events import match_event, significant_event
 from dashboard_data import PASSWORDS, KnownData, fill_known_database, free_port, wait_until_serving, \
     write_dashboard_config
 
@@ -87,13 +90,13 @@ def sqlite_rows(db: Path, sql: str, params: tuple = ()) -> list[tuple]:
 
 
 def test_every_page_and_api_needs_a_login(context):
-    for path in ("/", "/gateways", "/gateways/gw-ok", "/overview/tables", "/gateways/table"):
+    for path in ("/", "/live", "/gateways", "/gateways/gw-ok", "/overview/tables", "/gateways/table"):
         response = context.request.get(path, max_redirects=0)
         assert response.status in (303, 401), path
         if response.status == 303:
             assert response.headers["location"].startswith("/login"), path
-    for path in ("/api/matches", "/api/overview", "/api/gateways", "/api/gateways/gw-ok/history",
-                 "/export/matches.csv", "/export/gateways/gw-ok/history.csv"):
+    for path in ("/api/matches", "/api/overview", "/api/gateways", "/api/gateways/gw-ok/history", "/api/live",
+                 "/api/live/stream", "/export/matches.csv", "/export/gateways/gw-ok/history.csv"):
         response = context.request.get(path, max_redirects=0)
         assert response.status == 401, path
         assert "gw-ok" not in response.text() and "fire" not in response.text()
@@ -264,6 +267,47 @@ def test_the_login_form_needs_its_csrf_token(browser, dashboard):
         assert response.status == 403
     finally:
         ctx.close()
+
+
+def test_live_matches_arrive_within_seconds_with_their_evidence(context, dashboard):
+    """Events ingest appends to the live feed (its own code path) reach an open page over server-sent events."""
+    now = int(time.time() * 1000)
+    smoke = (("<http://example.org/b#smoke3>", "<http://www.w3.org/ns/sosa/hasSimpleResult>", '"0.8"'), now - 2000)
+    fire = match_event("gw-ok", "fire", {"room": "<http://example.org/b#room3>"}, now - 5000, now - 1000, [smoke],
+                       now - 900)
+    before = match_event("gw-lag", "intrusion", {"door": "<http://example.org/b#frontDoor>"}, now - 9000, now - 8000,
+                         [(("<http://example.org/b#door1>", "<http://example.org/b#state>", '"open"'), now - 8500)],
+                         now - 7900)
+    writer = LiveFeedWriter(dashboard.db.parent / "live.db", max_rows=1000)
+    try:
+        writer.append([landing_record(before, now - 7000)])     # already there when the page opens: backlog
+        page = log_in(context, "victor")
+        page.goto("/live")
+        page.wait_for_selector("#live-state[data-state=live]")
+        page.wait_for_selector(f"#live-table tr[data-id='{before['id']}']")
+        started = time.monotonic()
+        writer.append([landing_record(fire, now)])
+        row = page.wait_for_selector(f"#live-table tr[data-id='{fire['id']}']", timeout=5000)
+        arrived_s = time.monotonic() - started
+        signif = significant_event("gw-ok", "<http://example.org/b#temp1>", "<http://www.w3.org/ns/sosa/Temperature>",
+                                   "23.5", now, [("<http://example.org/b#obs9>", "<http://www.w3.org/ns/sosa/hasSimpleResult>",
+                                                  '"23.5"')], now)
+        writer.append([landing_record(signif, now + 50)])
+        page.wait_for_selector(f"#live-table tr[data-id='{signif['id']}']", timeout=5000)
+    finally:
+        writer.close()
+    assert arrived_s < 3.0
+    rows = page.locator("#live-table tbody tr")
+    assert [r.get_attribute("data-id") for r in rows.all()] == [signif["id"], fire["id"], before["id"]]
+    text = row.inner_text()
+    assert "gw-ok" in text and "fire" in text and "?room = <http://example.org/b#room3>" in text
+    row.query_selector("summary").click()
+    assert '<http://example.org/b#smoke3> <http://www.w3.org/ns/sosa/hasSimpleResult> "0.8" .' in row.inner_text()
+    assert "23.5" in rows.nth(0).inner_text()
+    # A filter by pattern shows only that pattern's events.
+    page.goto("/live?pattern=intrusion")
+    page.wait_for_selector(f"#live-table tr[data-id='{before['id']}']")
+    assert page.locator("#live-table tbody tr").count() == 1
 
 
 def test_failed_logins_are_rate_limited_per_user_and_per_address(browser, dashboard):

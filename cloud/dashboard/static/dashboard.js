@@ -43,7 +43,78 @@
 
     var el = document.getElementById("matches-chart");
     if (el) drawMatches(el);
+    var live = document.getElementById("live-table");
+    if (live) followLive(live);
   });
+
+  // Live events: server-sent events from /api/live/stream, newest on top, at most MAX_ROWS kept.
+  function followLive(table) {
+    var MAX_ROWS = 200;
+    var body = table.querySelector("tbody");
+    var badge = document.getElementById("live-state");
+    var count = 0;
+
+    function cell(row, text, cls) {
+      var td = document.createElement("td");
+      if (cls) td.className = cls;
+      td.textContent = text;
+      row.appendChild(td);
+      return td;
+    }
+
+    function add(evt) {
+      var item = JSON.parse(evt.data);
+      if (count === 0) body.innerHTML = "";
+      count += 1;
+      var row = document.createElement("tr");
+      row.className = "live-" + item.kind;
+      row.setAttribute("data-seq", String(item.seq));
+      row.setAttribute("data-id", item.id);
+      var when = item.window_end || item.ingest_ms;
+      cell(row, new Date(when).toLocaleString()).title = "ingested " + new Date(item.ingest_ms).toLocaleString();
+      cell(row, item.gateway);
+      var what = cell(row, "");
+      var badge = document.createElement("span");
+      badge.className = "badge " + (item.kind === "match" ? "offline" : "online");
+      badge.textContent = item.kind === "match" ? item.pattern : "significant";
+      what.appendChild(badge);
+      if (item.kind !== "match" && item.property) {
+        what.appendChild(document.createTextNode(" " + item.property + " = " + (item.result == null ? "" : item.result)));
+      }
+      cell(row, (item.bindings || []).map(function (b) { return "?" + b.variable + " = " + b.value; }).join("\n"),
+           "value bindings");
+      var evidence = cell(row, "");
+      var triples = item.triples || [];
+      if (triples.length) {
+        var details = document.createElement("details");
+        var summary = document.createElement("summary");
+        summary.textContent = triples.length + (triples.length === 1 ? " triple" : " triples");
+        var pre = document.createElement("pre");
+        pre.textContent = triples.join("\n");
+        details.appendChild(summary);
+        details.appendChild(pre);
+        evidence.appendChild(details);
+      }
+      body.insertBefore(row, body.firstChild);
+      while (body.rows.length > MAX_ROWS) body.deleteRow(body.rows.length - 1);
+      table.setAttribute("data-count", String(count));
+    }
+
+    function state(name) { badge.textContent = name; badge.setAttribute("data-state", name);
+      badge.className = "badge " + (name === "live" ? "online" : "lagging"); }
+
+    var source = new EventSource(table.getAttribute("data-src"));
+    source.addEventListener("match", add);
+    source.addEventListener("significant", add);
+    source.onopen = function () { state("live"); };
+    source.onerror = function () {
+      state("reconnecting");
+      // A lost session makes every retry fail: check once and go to the login page.
+      fetch("/api/live?limit=1", { credentials: "same-origin" }).then(function (r) {
+        if (r.status === 401) { source.close(); window.location.href = "/login?next=/live"; }
+      });
+    };
+  }
 
   function drawMatches(el) {
     var plot = null;

@@ -1,0 +1,110 @@
+"""Live matches and significant observations over server-sent events, from ingest's live feed.
+
+Ingest appends every event it lands to the live feed (cloud/live_feed.py, its own
+small SQLite file) right after the group commit, so an operator sees a match
+within about a second of the cloud having it, long before the Spark job's next
+micro-batch. ``GET /api/live/stream`` follows the feed by ``seq``: it first sends
+the newest ``backlog`` events, then polls the feed (read-only, ``read_feed``)
+every POLL_S and sends what is new, each as an SSE message whose ``id`` is the
+seq, so a browser that reconnects (EventSource does so by itself, sending
+``Last-Event-ID``) gets exactly what it missed while the feed still holds it.
+Each event carries its evidence: the bindings and the triples that made it.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import Any, AsyncIterator
+
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from edgewave.cloud.live_feed import read_feed
+
+log = logging.getLogger("edgewave.cloud.dashboard.live")
+
+POLL_S = 0.5
+HEARTBEAT_S = 15.0
+MAX_BACKLOG = 200
+BATCH = 200
+MAX_STREAMS = 32
+"""Open streams at most (each polls the feed twice a second); more get 503 and their browser retries."""
+
+
+def _int_param(request: Request, name: str, default: int, lo: int, hi: int) -> int:
+    raw = request.query_params.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise HTTPException(400, f"{name} must be an integer") from exc
+    return max(lo, min(hi, value))
+
+
+def _filters(request: Request) -> dict[str, str | None]:
+    return {"gateway": request.query_params.get("gateway") or None,
+            "pattern": request.query_params.get("pattern") or None}
+
+
+def _message(item: dict[str, Any]) -> str:
+    """One SSE message; the event name is the kind (only the two known ones: a name is not escaped)."""
+    data = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
+    kind = item["kind"] if item["kind"] in ("match", "significant") else "event"
+    return f"id: {int(item['seq'])}\nevent: {kind}\ndata: {data}\n\n"
+
+
+async def live_recent(request: Request) -> Response:
+    """GET /api/live?limit=50&gateway=&pattern=: the newest events, newest first (JSON)."""
+    path = request.app.state.settings.live_feed_path
+    limit = _int_param(request, "limit", 50, 1, MAX_BACKLOG)
+    items = await run_in_threadpool(read_feed, path, 0, limit, newest_first=True, **_filters(request))
+    return JSONResponse({"events": items})
+
+
+async def live_stream(request: Request) -> Response:
+    """GET /api/live/stream?backlog=50&after=&gateway=&pattern=: server-sent events, one per feed row."""
+    state = request.app.state
+    if state.live_streams >= MAX_STREAMS:
+        return Response("too many live streams open; retrying", status_code=503, headers={"Retry-After": "5"})
+    path = state.settings.live_feed_path
+    filters = _filters(request)
+    resume = request.headers.get("last-event-id") or request.query_params.get("after")
+    try:
+        after = int(resume) if resume else None
+    except ValueError as exc:
+        raise HTTPException(400, "after / Last-Event-ID must be a feed seq") from exc
+    backlog = _int_param(request, "backlog", 50, 0, MAX_BACKLOG)
+
+    async def messages() -> AsyncIterator[str]:
+        nonlocal after
+        state.live_streams += 1
+        try:
+            yield "retry: 2000\n\n"
+            if after is None:
+                newest = await run_in_threadpool(read_feed, path, 0, max(backlog, 1), newest_first=True, **filters)
+                for item in reversed(newest[:backlog]):
+                    yield _message(item)
+                after = newest[0]["seq"] if newest else 0
+            last_sent = time.monotonic()
+            while not await request.is_disconnected():
+                items = await run_in_threadpool(read_feed, path, after, BATCH, **filters)
+                for item in items:
+                    after = item["seq"]
+                    yield _message(item)
+                if items:
+                    last_sent = time.monotonic()
+                elif time.monotonic() - last_sent > HEARTBEAT_S:
+                    yield ": keep-alive\n\n"
+                    last_sent = time.monotonic()
+                if len(items) < BATCH:
+                    await asyncio.sleep(POLL_S)
+        finally:
+            state.live_streams -= 1
+
+    return StreamingResponse(messages(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
