@@ -172,6 +172,30 @@ def test_overview_csv_export_is_in_the_viewers_zone(context, dashboard):
         int(page.locator("#patterns-table tbody tr", has_text="fire").locator("td").nth(1).inner_text())
 
 
+def test_a_custom_range_is_taken_in_the_viewers_local_time(context, dashboard):
+    from datetime import datetime, timedelta
+    from zoneinfo import ZoneInfo
+
+    berlin = ZoneInfo("Europe/Berlin")
+    end = datetime.now(berlin).replace(minute=0, second=0, microsecond=0)
+    start = end - timedelta(hours=3)
+    page = log_in(context, "victor")
+    page.goto("/gateways")
+    page.goto("/?range=24h")
+    page.wait_for_selector("#matches-chart[data-drawn=chart] canvas")
+    page.fill("input[name=from_local]", start.strftime("%Y-%m-%dT%H:%M"))
+    page.fill("input[name=to_local]", end.strftime("%Y-%m-%dT%H:%M"))
+    with page.expect_response(lambda r: "/api/matches" in r.url and "start=" in r.url) as info:
+        page.click("#custom-range button[type=submit]")
+    chart = info.value.json()
+    assert (chart["start_ms"], chart["end_ms"], chart["bucket_ms"]) == (int(start.timestamp() * 1000),
+                                                                         int(end.timestamp() * 1000), 60_000)
+    expected = dict(sqlite_rows(dashboard.db, "SELECT pattern, SUM(count) FROM matches_per_minute WHERE minute_ms >= ? "
+                                "AND minute_ms < ? GROUP BY pattern", (chart["start_ms"], chart["end_ms"])))
+    assert chart["totals"] == expected
+    assert page.locator(".range-text").inner_text().startswith(start.strftime("%Y-%m-%d %H:%M:%S"))
+
+
 def test_offline_and_lagging_gateways_stand_out_and_come_first(context, dashboard):
     page = log_in(context, "victor")
     page.goto("/gateways")
