@@ -4,6 +4,7 @@
     edgewave-cloud ingest --config configs/cloud.yaml       ingest alone
     edgewave-cloud spark --config configs/cloud.yaml        the Spark job alone
     edgewave-cloud push-config --config configs/cloud.yaml --gateway gw1 FILE
+    edgewave-cloud gateway add|remove|rotate-key|bundle|list GW    provisioning (fleet_cli.py)
     edgewave-cloud dashboard --config configs/cloud.yaml    the operator dashboard alone
     edgewave-cloud add-user NAME --role operator            a dashboard user entry for cloud.yaml
 
@@ -91,6 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_user.add_argument("--password-stdin", action="store_true",
                           help="read the password from the first line of standard input instead of prompting")
 
+    from .fleet_cli import add_parsers as add_fleet_parsers
+
+    add_fleet_parsers(sub, DEFAULT_CONFIG)
+
     make = sub.add_parser("make-config", help="assemble a config document (TriG) from patterns, schema, static data")
     make.add_argument("--schema", type=Path, action="append", default=[],
                       help="schema file (Turtle, N-Triples, RDF/XML, N3 or JSON-LD, by extension), repeatable")
@@ -103,6 +108,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _setup_logging(args.log_level)
+    if args.command in ("tls-init", "broker-init", "gateway"):
+        from .fleet_cli import run as run_fleet_command
+
+        return run_fleet_command(args)
     if args.command == "make-config":
         return _make_config(args)
     if args.command == "add-user":

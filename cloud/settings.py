@@ -29,6 +29,7 @@ class BrokerSettings:
     port: int = 1883
     username: str | None = None
     password: str | None = None
+    password_file: str | None = None   # or read the password from this file (mode 0600; wins over password)
     tls_ca: str | None = None
     tls_cert: str | None = None
     tls_key: str | None = None
@@ -94,6 +95,40 @@ class GatewaySettings:
     key_env: str | None = None
 
 
+@dataclass
+class FleetSettings:
+    """Provisioning (`edgewave-cloud gateway add/remove/rotate-key`, `broker-init`): where the
+    cloud broker's password and ACL files are, how to make the broker re-read them, and what
+    goes into a gateway's bundle."""
+
+    secrets_dir: str = "var/cloud/secrets"           # 0700; per gateway: config.key, broker password (0600)
+    bundles_dir: str = "var/cloud/bundles"           # <gateway>.tar.gz, mode 0600: carry it to the gateway
+    password_file: str = "var/cloud/broker/passwd"   # the cloud broker's password_file
+    acl_file: str = "var/cloud/broker/acl"           # the cloud broker's acl_file
+    broker_group: str | None = None                  # group the broker runs as: its two files then 0640
+    broker_conf: str = "var/cloud/broker/mosquitto.conf"   # written by broker-init
+    broker_pid_file: str | None = None               # reload: SIGHUP the pid in this file ...
+    broker_reload_command: str | None = None         # ... or run this (e.g. "systemctl reload mosquitto")
+    cloud_user: str = "edgewave-cloud"               # the broker user of ingest, push-config, dashboard
+    public_host: str | None = None                   # the cloud broker as gateways reach it (default broker.host)
+    public_port: int = 8883                          # its TLS listener
+    tls_ca: str | None = None                        # CA certificate gateways verify the broker with (bundled)
+    tls_cert: str | None = None                      # the broker's certificate and key (broker-init)
+    tls_key: str | None = None
+    tls_ca_key: str | None = None                    # with it, `gateway add --client-cert` issues client certs
+    require_client_certificate: bool = False         # mutual TLS on the gateways' listener
+    plain_listener: str | None = "127.0.0.1:1883"    # host:port without TLS for the cloud's own services; null: none
+    persistence_location: str | None = None          # the broker's persistence directory (broker-init)
+    key_overlap_s: float = 7 * 86400.0               # rotate-key: how long the old signing key still verifies
+
+    def gateway_dir(self, gateway: str) -> Path:
+        """The gateway's secrets: ``config.key`` (what the cloud signs with) and ``broker.password``."""
+        return Path(self.secrets_dir) / "gateways" / gateway
+
+    def key_path(self, gateway: str) -> Path:
+        return self.gateway_dir(gateway) / "config.key"
+
+
 DASHBOARD_ROLES = ("viewer", "operator")
 
 
@@ -151,6 +186,7 @@ class CloudSettings:
     push: PushSettings = field(default_factory=PushSettings)
     gateways: dict[str, GatewaySettings] = field(default_factory=dict)
     dashboard: DashboardSettings = field(default_factory=DashboardSettings)
+    fleet: FleetSettings = field(default_factory=FleetSettings)
 
     @property
     def live_feed_path(self) -> Path:
@@ -170,6 +206,8 @@ class CloudSettings:
     def gateway_key(self, gateway: str) -> str:
         """The HMAC key config documents for ``gateway`` are signed with."""
         entry = self.gateways.get(gateway)
+        if entry is None and self.fleet.key_path(gateway).is_file():
+            entry = GatewaySettings(key_file=str(self.fleet.key_path(gateway)))   # provisioned: gateway add
         if entry is None:
             raise SettingsError(f"no key for gateway {gateway!r}: add gateways.{gateway}.key to cloud.yaml")
         if entry.key:
@@ -219,8 +257,9 @@ def _build(cls: type, data: Any, where: str) -> Any:
     return cls(**kwargs)
 
 
-def load_settings(path: str | Path | None) -> CloudSettings:
-    """Read cloud.yaml; ``None`` gives the defaults."""
+def load_settings(path: str | Path | None, *, read_secrets: bool = True) -> CloudSettings:
+    """Read cloud.yaml; ``None`` gives the defaults. ``read_secrets=False`` leaves
+    ``broker.password_file`` unread (broker-init creates it)."""
     if path is None:
         return CloudSettings()
     try:
@@ -230,6 +269,11 @@ def load_settings(path: str | Path | None) -> CloudSettings:
     except yaml.YAMLError as exc:
         raise SettingsError(f"{path} is not valid YAML: {exc}") from exc
     settings = _build(CloudSettings, data, "")
+    if settings.broker.password_file and read_secrets:
+        try:
+            settings.broker.password = Path(settings.broker.password_file).read_text().strip()
+        except OSError as exc:
+            raise SettingsError(f"broker.password_file: cannot read {settings.broker.password_file}: {exc}") from exc
     if settings.spark.trigger_seconds <= 0:
         raise SettingsError("spark.trigger_seconds must be positive")
     if settings.ingest.roll_bytes < 1024:

@@ -1,0 +1,236 @@
+"""A provisioned fleet for tests: the real `edgewave-cloud tls-init / broker-init / gateway add`
+in a temporary directory, and real Mosquitto brokers run with the files they generate.
+
+Used by tests/integration/test_fleet_*.py and scripts/demo.py.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tarfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as mqtt
+import yaml
+from paho.mqtt.enums import CallbackAPIVersion
+
+from broker_process import MosquittoBroker, free_port
+
+
+@dataclass
+class Creds:
+    """What a client needs to reach a broker (shaped like MosquittoBroker for agent_harness)."""
+
+    host: str
+    port: int
+    username: str | None = None
+    password: str | None = None
+    client_tls: dict[str, str] | None = None
+
+
+class GeneratedBroker(MosquittoBroker):
+    """Mosquitto run with a configuration edgewave generated; the test adds only its log,
+    and ``user root`` when the tests run as root (mosquitto would switch users)."""
+
+    def __init__(self, workdir: Path, conf_text: str, port: int) -> None:
+        self.conf_text = conf_text
+        super().__init__(workdir, port=port)
+
+    def _write_config(self) -> None:
+        lines = [self.conf_text, f"log_dest file {self.log_path}", "log_type error", "log_type warning",
+                 "log_type notice"]
+        if os.geteuid() == 0:
+            lines.append("user root")
+        self.config_path.write_text("\n".join(lines) + "\n")
+
+
+def cloud_cli(*args: str, cwd: Path | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    """`edgewave-cloud ARGS` as a subprocess."""
+    result = subprocess.run([sys.executable, "-m", "edgewave.cloud.cli", *args], capture_output=True,
+                            text=True, timeout=120, cwd=cwd)
+    if check and result.returncode != 0:
+        raise AssertionError(f"edgewave-cloud {' '.join(args)} exited {result.returncode}:\n{result.stderr}")
+    return result
+
+
+def agent_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """`edgewave-agent ARGS` as a subprocess."""
+    result = subprocess.run([sys.executable, "-m", "edgewave.agent.cli", *args], capture_output=True,
+                            text=True, timeout=120)
+    if check and result.returncode != 0:
+        raise AssertionError(f"edgewave-agent {' '.join(args)} exited {result.returncode}:\n{result.stderr}")
+    return result
+
+
+class FleetRig:
+    """A cloud directory with its CA, broker files and provisioned gateways."""
+
+    def __init__(self, root: Path, *, server_names: tuple[str, ...] = ("localhost", "127.0.0.1"),
+                 require_client_certificate: bool = False, extra: dict[str, Any] | None = None) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.plain_port = free_port()
+        self.tls_port = free_port()
+        self.tls_dir = self.root / "tls"
+        self.config = self.root / "cloud.yaml"
+        secrets = self.root / "secrets"
+        cfg: dict[str, Any] = {
+            "broker": {"host": "127.0.0.1", "port": self.plain_port, "username": "edgewave-cloud",
+                       "password_file": str(secrets / "cloud-broker.password")},
+            "landing_zone": str(self.root / "landing"),
+            "database": str(self.root / "cloud.db"),
+            "ingest": {"roll_seconds": 1, "commit_interval_ms": 20},
+            "push": {"ack_timeout_s": 20},
+            "fleet": {
+                "secrets_dir": str(secrets),
+                "bundles_dir": str(self.root / "bundles"),
+                "password_file": str(self.root / "broker/passwd"),
+                "acl_file": str(self.root / "broker/acl"),
+                "broker_conf": str(self.root / "broker/mosquitto.conf"),
+                "broker_pid_file": str(self.root / "broker/mosquitto.pid"),
+                "persistence_location": str(self.root / "broker/data"),
+                "public_host": "127.0.0.1",
+                "public_port": self.tls_port,
+                "plain_listener": f"127.0.0.1:{self.plain_port}",
+                "tls_ca": str(self.tls_dir / "ca.crt"),
+                "tls_cert": str(self.tls_dir / "server.crt"),
+                "tls_key": str(self.tls_dir / "server.key"),
+                "tls_ca_key": str(self.tls_dir / "ca.key"),
+                "require_client_certificate": require_client_certificate,
+            },
+        }
+        for section, values in (extra or {}).items():
+            cfg.setdefault(section, {}).update(values)
+        self.config.write_text(yaml.safe_dump(cfg))
+        self.server_names = server_names
+        self.broker: GeneratedBroker | None = None
+
+    def cloud(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return cloud_cli(*args, "--config", str(self.config), check=check)
+
+    def init(self, gateways: tuple[str, ...] = ()) -> "FleetRig":
+        names = [a for name in self.server_names for a in ("--name", name)]
+        cloud_cli("tls-init", "--dir", str(self.tls_dir), *names)
+        self.cloud("broker-init")
+        for gateway in gateways:
+            self.cloud("gateway", "add", gateway)
+        return self
+
+    def start_broker(self) -> GeneratedBroker:
+        conf = (self.root / "broker/mosquitto.conf").read_text()
+        (self.root / "broker/data").mkdir(parents=True, exist_ok=True)
+        self.broker = GeneratedBroker(self.root / "broker-run", conf, self.plain_port).start()
+        return self.broker
+
+    def stop(self) -> None:
+        if self.broker is not None:
+            self.broker.kill()
+
+    # -- what clients need -------------------------------------------------------------------
+    def secret(self, *parts: str) -> str:
+        return (self.root / "secrets" / Path(*parts)).read_text().strip()
+
+    def cloud_creds(self) -> Creds:
+        return Creds("127.0.0.1", self.plain_port, "edgewave-cloud", self.secret("cloud-broker.password"))
+
+    def gateway_creds(self, gateway: str, *, tls: bool = True) -> Creds:
+        password = self.secret("gateways", gateway, "broker.password")
+        if not tls:
+            return Creds("127.0.0.1", self.plain_port, gateway, password)
+        return Creds("127.0.0.1", self.tls_port, gateway, password, {"ca": str(self.tls_dir / "ca.crt")})
+
+    def bundle(self, gateway: str) -> Path:
+        return self.root / "bundles" / f"{gateway}.tar.gz"
+
+    def bundle_file(self, gateway: str, name: str) -> bytes:
+        with tarfile.open(self.bundle(gateway), "r:gz") as tar:
+            member = tar.extractfile(f"{gateway}/{name}")
+            assert member is not None
+            return member.read()
+
+
+class Probe:
+    """A bare MQTT 5 client that records what the broker answers: CONNACK, SUBACK and PUBACK
+    reason codes, and messages received."""
+
+    def __init__(self, creds: Creds, client_id: str) -> None:
+        self.client = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, client_id=client_id,
+                                  protocol=mqtt.MQTTv5)
+        if creds.username is not None:
+            self.client.username_pw_set(creds.username, creds.password)
+        if creds.client_tls:
+            self.client.tls_set(ca_certs=creds.client_tls["ca"], certfile=creds.client_tls.get("cert"),
+                                keyfile=creds.client_tls.get("key"))
+        self.connack = threading.Event()
+        self.connect_rc: Any = None
+        self.disconnected = threading.Event()
+        self.messages: list[tuple[str, bytes]] = []
+        self.suback: dict[int, list[Any]] = {}
+        self.puback: dict[int, int] = {}
+        self._events = threading.Condition()
+        self.client.on_connect = self._on_connect
+        self.client.on_disconnect = lambda c, u, f, rc, p: self.disconnected.set()
+        self.client.on_subscribe = self._on_subscribe
+        self.client.on_publish = self._on_publish
+        self.client.on_message = self._on_message
+        self.client.reconnect_delay_set(60, 120)     # one connection: a probe never retries by itself
+        try:
+            self.client.connect(creds.host, creds.port, keepalive=10)
+        except Exception as exc:      # TLS verification failures surface here
+            self.connect_error: Exception | None = exc
+            return
+        self.connect_error = None
+        self.client.loop_start()
+        self.connack.wait(10)
+
+    @property
+    def connected(self) -> bool:
+        return self.connect_error is None and self.connect_rc is not None and not self.connect_rc.is_failure
+
+    def _on_connect(self, c, u, flags, rc, props) -> None:  # noqa: ANN001
+        self.connect_rc = rc
+        self.connack.set()
+
+    def _on_subscribe(self, c, u, mid, rcs, props) -> None:  # noqa: ANN001
+        with self._events:
+            self.suback[mid] = list(rcs)
+            self._events.notify_all()
+
+    def _on_publish(self, c, u, mid, rc, props) -> None:  # noqa: ANN001
+        with self._events:
+            self.puback[mid] = int(getattr(rc, "value", rc) or 0)
+            self._events.notify_all()
+
+    def _on_message(self, c, u, msg) -> None:  # noqa: ANN001
+        with self._events:
+            self.messages.append((msg.topic, msg.payload))
+            self._events.notify_all()
+
+    def subscribe(self, topic: str, qos: int = 1) -> int:
+        """The SUBACK reason code (0-2 granted, 0x87 not authorised)."""
+        _, mid = self.client.subscribe(topic, qos=qos)
+        with self._events:
+            assert self._events.wait_for(lambda: mid in self.suback, 10), f"no SUBACK for {topic}"
+            return int(self.suback[mid][0].value)
+
+    def publish(self, topic: str, payload: bytes, *, retain: bool = False) -> int:
+        """QoS 1 publish; the PUBACK reason code (0 accepted, 0x87 not authorised)."""
+        info = self.client.publish(topic, payload, qos=1, retain=retain)
+        with self._events:
+            assert self._events.wait_for(lambda: info.mid in self.puback, 10), f"no PUBACK on {topic}"
+            return self.puback[info.mid]
+
+    def received(self, topic: str) -> list[bytes]:
+        with self._events:
+            return [p for t, p in self.messages if t == topic]
+
+    def close(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+NOT_AUTHORIZED = 0x87

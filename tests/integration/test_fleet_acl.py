@@ -1,0 +1,176 @@
+"""The cloud broker as `edgewave-cloud broker-init` and `gateway add/remove` configure it:
+real Mosquitto, real password file ($7$ hashes written by edgewave) and ACL file, TLS."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from cloud_harness import CloudProcess
+from cloud_workload import make_workload
+from fleet_rig import NOT_AUTHORIZED, Creds, FleetRig, Probe, cloud_cli
+
+from edgewave.shared.events import encode_event
+from edgewave.shared.mosquitto_files import check_password, read_password_file
+
+
+@pytest.fixture
+def fleet(tmp_path):
+    rig = FleetRig(tmp_path / "cloud").init(gateways=("gwA", "gwB"))
+    rig.start_broker()
+    yield rig
+    rig.stop()
+
+
+def _probes(*probes: Probe) -> None:
+    for probe in probes:
+        probe.close()
+
+
+def test_generated_files_hold_hashes_and_no_secret_in_clear(fleet):
+    users = read_password_file(fleet.root / "broker/passwd")
+    assert set(users) == {"edgewave-cloud", "gwA", "gwB"}
+    assert all(h.startswith("$7$101$") for h in users.values())
+    assert check_password(fleet.secret("gateways", "gwA", "broker.password"), users["gwA"])
+    for path in (fleet.root / "broker/passwd", fleet.root / "broker/acl",
+                 fleet.root / "secrets/gateways/gwA/config.key", fleet.bundle("gwA"), fleet.tls_dir / "ca.key"):
+        assert path.stat().st_mode & 0o777 == 0o600, path
+    conf = (fleet.root / "broker/mosquitto.conf").read_text()
+    assert "allow_anonymous false" in conf and "allow_anonymous true" not in conf
+
+
+def test_anonymous_and_wrong_password_are_refused(fleet):
+    anon = Probe(Creds("127.0.0.1", fleet.plain_port), "anon")
+    anon_tls = Probe(Creds("127.0.0.1", fleet.tls_port, client_tls={"ca": str(fleet.tls_dir / "ca.crt")}), "anon-tls")
+    wrong = Probe(Creds("127.0.0.1", fleet.tls_port, "gwA", "not-the-password",
+                        {"ca": str(fleet.tls_dir / "ca.crt")}), "wrong")
+    try:
+        for probe in (anon, anon_tls, wrong):
+            assert not probe.connected, probe.connect_rc
+            assert probe.connect_rc is not None and probe.connect_rc.is_failure
+    finally:
+        _probes(anon, anon_tls, wrong)
+
+
+def test_a_gateway_reaches_only_its_own_topics(fleet):
+    cloud = Probe(fleet.cloud_creds(), "cloud")
+    gw_a = Probe(fleet.gateway_creds("gwA"), "gwA-probe")
+    gw_b = Probe(fleet.gateway_creds("gwB"), "gwB-probe")
+    try:
+        assert cloud.connected and gw_a.connected and gw_b.connected
+        assert cloud.subscribe("ew/+/events") <= 2
+        assert cloud.subscribe("ew/+/status") <= 2
+        assert cloud.publish("ew/gwB/config", b'{"for": "gwB"}', retain=True) < 0x80   # 0x10: no subscribers yet
+        assert gw_b.subscribe("ew/gwB/config") <= 2
+
+        # gwA cannot speak for gwB, nor read what is meant for gwB
+        assert gw_a.publish("ew/gwB/events", b'{"fake": true}') == NOT_AUTHORIZED
+        assert gw_a.publish("ew/gwB/status", b'{"state": "offline"}', retain=True) == NOT_AUTHORIZED
+        assert gw_a.publish("ew/gwA/config", b'{"self-signed": true}', retain=True) == NOT_AUTHORIZED
+        assert gw_a.publish("ew/gwB/config/ack", b"{}") == NOT_AUTHORIZED
+        # Mosquitto grants the subscription but delivers nothing the ACL does not let it read
+        # (ew/gwB/config holds a retained document, which gwB gets and gwA does not)
+        gw_a.subscribe("ew/gwB/config")
+        gw_a.subscribe("ew/+/events")
+        # ... and its own topics work
+        assert gw_a.publish("ew/gwA/events", b'{"real": true}') == 0
+        assert gw_a.subscribe("ew/gwA/config") <= 2
+        time.sleep(0.5)
+        assert cloud.received("ew/gwA/events") == [b'{"real": true}']
+        assert cloud.received("ew/gwB/events") == []
+        assert gw_a.received("ew/gwB/config") == [] and gw_a.messages == []
+        assert gw_b.received("ew/gwB/config") == [b'{"for": "gwB"}']
+    finally:
+        _probes(cloud, gw_a, gw_b)
+
+
+def test_ingest_receives_every_event_of_every_gateway(fleet, tmp_path):
+    for gateway in ("gw1", "gw2", "gw3"):
+        fleet.cloud("gateway", "add", gateway)
+    workload = make_workload(unique=300, duplicates=0, out_of_order=0, gateways=3)
+    ingest = CloudProcess(["ingest", "--config", str(fleet.config)], tmp_path / "ingest.log")
+    publishers = {gw: Probe(fleet.gateway_creds(gw), f"{gw}-uplink") for gw in ("gw1", "gw2", "gw3")}
+    try:
+        time.sleep(2)      # ingest subscribed
+        for event in workload.sequence:
+            assert publishers[event["gateway"]].publish(f"ew/{event['gateway']}/events", encode_event(event)) == 0
+        expected = {e["id"] for e in workload.unique}
+        deadline = time.monotonic() + 30
+        landed: set[str] = set()
+        while time.monotonic() < deadline and landed != expected:
+            landed = {json.loads(line)["id"] for f in (fleet.root / "landing/events").rglob("*.jsonl")
+                      for line in f.read_text().splitlines()}
+            time.sleep(0.5)
+        assert landed == expected, f"{len(landed)} of {len(expected)} landed; ingest log:\n{ingest.log()[-2000:]}"
+    finally:
+        _probes(*publishers.values())
+        ingest.stop()
+
+
+def test_remove_revokes_a_connected_gateway(fleet):
+    creds = fleet.gateway_creds("gwB")
+    gw_b = Probe(creds, "gwB-live")
+    try:
+        assert gw_b.connected
+        result = fleet.cloud("gateway", "remove", "gwB")
+        assert "revoked" in result.stdout
+        assert "user gwB" not in (fleet.root / "broker/acl").read_text()
+        assert "gwB" not in read_password_file(fleet.root / "broker/passwd")
+        assert not (fleet.root / "secrets/gateways/gwB").exists() and not fleet.bundle("gwB").exists()
+        # Mosquitto drops a client whose user is gone when it re-reads the password file ...
+        assert gw_b.disconnected.wait(10), "the revoked gateway's connection was not dropped"
+    finally:
+        gw_b.close()
+    # ... and refuses it from then on
+    again = Probe(creds, "gwB-again")
+    try:
+        assert not again.connected and again.connect_rc is not None and again.connect_rc.is_failure
+    finally:
+        again.close()
+    still = Probe(fleet.gateway_creds("gwA"), "gwA-still")
+    try:
+        assert still.connected
+    finally:
+        still.close()
+    listing = fleet.cloud("gateway", "list").stdout
+    assert "gwA" in listing and "gwB" not in listing
+
+
+def test_refused_requests_exit_2_and_say_why(fleet):
+    for args, why in ((("gateway", "add", "gwA"), "already provisioned"),
+                      (("gateway", "add", "gw/x"), "invalid gateway id"),
+                      (("gateway", "add", "edgewave-cloud"), "cloud's own broker user"),
+                      (("gateway", "remove", "nobody"), "not provisioned"),
+                      (("gateway", "rotate-key", "nobody"), "not provisioned")):
+        result = fleet.cloud(*args, check=False)
+        assert result.returncode == 2 and why in result.stderr, (args, result.stderr)
+
+
+def test_mutual_tls_needs_a_client_certificate(tmp_path):
+    rig = FleetRig(tmp_path / "mtls", require_client_certificate=True).init()
+    rig.cloud("gateway", "add", "gw7", "--client-cert")
+    rig.start_broker()
+    gw_dir = tmp_path / "gw7-files"
+    gw_dir.mkdir()
+    for name in ("client.crt", "client.key"):
+        (gw_dir / name).write_bytes(rig.bundle_file("gw7", name))
+    creds = rig.gateway_creds("gw7")
+    without = Probe(creds, "gw7-no-cert")
+    creds.client_tls = {"ca": str(rig.tls_dir / "ca.crt"), "cert": str(gw_dir / "client.crt"),
+                        "key": str(gw_dir / "client.key")}
+    with_cert = Probe(creds, "gw7-cert")
+    try:
+        assert not without.connected
+        assert with_cert.connected
+        assert with_cert.publish("ew/gw7/events", b"{}") < 0x80
+    finally:
+        _probes(without, with_cert)
+        rig.stop()
+
+
+def test_tls_init_keeps_an_existing_ca(tmp_path):
+    cloud_cli("tls-init", "--dir", str(tmp_path / "tls"), "--name", "broker.example.org")
+    first = (tmp_path / "tls/ca.crt").read_bytes()
+    cloud_cli("tls-init", "--dir", str(tmp_path / "tls"), "--name", "broker.example.org", "--name", "10.0.0.5")
+    assert (tmp_path / "tls/ca.crt").read_bytes() == first
+    assert (tmp_path / "tls/server.key").stat().st_mode & 0o777 == 0o600
