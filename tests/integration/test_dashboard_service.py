@@ -96,3 +96,67 @@ def test_run_supervises_the_dashboard_beside_ingest_and_spark(tmp_path, mqtt_bro
         assert cloud.stop() == 0, cloud.log()[-3000:]
     with pytest.raises(OSError):
         urllib.request.urlopen(f"http://127.0.0.1:{port}/login", timeout=2)
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium not installed (bash scripts/install-system-packages.sh)")
+def test_an_operator_pushes_a_config_from_the_gateway_page(tmp_path, mqtt_broker):
+    """The push form goes through push-config's own code: validated, versioned, signed, retained, acked."""
+    import json as _json
+
+    import paho.mqtt.client as mqtt
+    from paho.mqtt.enums import CallbackAPIVersion
+    from playwright.sync_api import sync_playwright
+
+    from cloud_harness import query
+    from dashboard_data import fill_known_database
+    from edgewave.shared import topics
+    from edgewave.shared.configdoc import verify_envelope
+
+    fill_known_database(tmp_path / "cloud.db")
+    port = free_port()
+    config = write_dashboard_config(tmp_path, port)
+    cfg = yaml.safe_load(config.read_text())
+    cfg["broker"] = {"host": mqtt_broker.host, "port": mqtt_broker.port}
+    cfg["push"] = {"ack_timeout_s": 20}
+    config.write_text(yaml.safe_dump(cfg))
+    # The gateway's side of the contract: verify the signed envelope, ack it applied.
+    received: list[int] = []
+    gateway = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5, client_id="gw-ok")
+
+    def on_message(client, userdata, msg):  # noqa: ANN001
+        envelope = verify_envelope(msg.payload, "key-of-gw-ok", "gw-ok")
+        received.append(envelope.version)
+        client.publish(topics.config_ack_topic("gw-ok"), _json.dumps(
+            {"gateway": "gw-ok", "version": envelope.version, "status": "applied", "reason": ""}), qos=1)
+
+    gateway.on_connect = lambda c, u, f, rc, p: c.subscribe(topics.config_topic("gw-ok"), qos=1)
+    gateway.on_message = on_message
+    gateway.connect(mqtt_broker.host, mqtt_broker.port)
+    gateway.loop_start()
+    dashboard = CloudProcess(["dashboard", "--config", str(config)], tmp_path / "dashboard.log")
+    try:
+        wait_until_serving(port, dashboard)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-dev-shm-usage"])
+            page = browser.new_page(base_url=f"http://127.0.0.1:{port}")
+            page.goto("/gateways/gw-ok")
+            page.fill("input[name=username]", "alice")
+            page.fill("input[name=password]", PASSWORDS["alice"])
+            page.click("button[type=submit]")
+            page.wait_for_url("**/gateways/gw-ok")
+            page.set_input_files("form.push input[type=file]",
+                                 str(Path(__file__).resolve().parents[2] / "configs" / "gateway-config.trig"))
+            page.click("form.push button[type=submit]")
+            page.wait_for_url("**/gateways/gw-ok?pushed=1")
+            wait_for(lambda: query(tmp_path / "cloud.db", "SELECT status FROM config_pushes WHERE gateway='gw-ok'")
+                     == [("applied",)], 30, "the push to be applied", alive=dashboard)
+            page.reload()
+            row = page.locator("#pushes-table tbody tr").first.inner_text()
+            assert row.startswith("4") and "applied" in row    # the gateway reported version 3: next is 4
+            browser.close()
+    finally:
+        gateway.loop_stop()
+        gateway.disconnect()
+        assert dashboard.stop(timeout=20) == 0, dashboard.log()[-3000:]
+    assert received == [4]
+    assert "dashboard push user=alice gateway=gw-ok version=4 status=applied" in dashboard.log()
