@@ -1,4 +1,4 @@
-"""`edgewave-agent`: run the gateway agent, print its status, roll its config back."""
+"""`edgewave-agent`: run the gateway agent, print its status, roll its config back, install it."""
 from __future__ import annotations
 
 import argparse
@@ -153,7 +153,12 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("run", help="run the agent").add_argument("--config", required=True, help="agent YAML config")
     sub.add_parser("status", help="print the running agent's counters").add_argument("--config", required=True)
     sub.add_parser("rollback", help="return to the previously applied config").add_argument("--config", required=True)
+    from edgewave.agent import install
+
+    install.add_parser(sub)
     args = parser.parse_args(argv)
+    if args.command == "install":
+        return install.run(args)
     try:
         settings = load_settings(args.config)
     except SettingsError as exc:

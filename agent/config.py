@@ -46,6 +46,7 @@ class BrokerSettings:
     port: int = 1883
     username: str | None = None
     password: str | None = None
+    password_file: str | None = None   # or read the password from this file (mode 0600; wins)
     client_id: str | None = None   # default: edgewave-<gateway>-local / -cloud
     keepalive_s: int = 30
     # How long the broker keeps our session while we are away (MQTT 5 session expiry).
@@ -119,6 +120,11 @@ class ConfigSettings:
 
     key: str | None = None            # HMAC key shared with the cloud for this gateway
     key_file: str | None = None       # ... or a file holding it (preferred: keeps it out of YAML)
+    # Key rotation (edgewave-cloud gateway rotate-key): the cloud's next key. Until the agent
+    # first applies a document signed with it, or until key_overlap_until (ISO 8601 UTC)
+    # passes, documents signed with either key verify; after that only this one (keyring.py).
+    next_key_file: str | None = None
+    key_overlap_until: str | None = None
     store: str = "configs.db"         # applied documents, relative to data_dir
     keep: int = 5                     # applied documents kept for rollback
     bootstrap: str | None = None      # local TriG document used until the cloud sends one

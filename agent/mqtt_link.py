@@ -28,6 +28,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Callable
 
 import paho.mqtt.client as mqtt
@@ -107,7 +108,10 @@ class MqttLink:
         client = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2,
                              client_id=client_id, protocol=mqtt.MQTTv5, manual_ack=ack_after_handling)
         if broker.username is not None:
-            client.username_pw_set(broker.username, broker.password)
+            password = broker.password
+            if broker.password_file:
+                password = Path(broker.password_file).read_text().strip()
+            client.username_pw_set(broker.username, password)
         if broker.tls.enabled:
             client.tls_set(ca_certs=broker.tls.ca, certfile=broker.tls.cert, keyfile=broker.tls.key,
                            cert_reqs=ssl.CERT_REQUIRED)
