@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import errno
 import gc
+import json
 import logging
 import os
 import queue
@@ -44,6 +45,7 @@ from edgewave.agent.config import AgentSettings, SettingsError
 from edgewave.agent.config_store import ConfigStore
 from edgewave.agent.engine import Engine, Match
 from edgewave.agent.intake import Intake, Rejection
+from edgewave.agent.keyring import Keyring
 from edgewave.agent.mqtt_link import Ack, MqttLink, Will
 from edgewave.agent.network_loop import NetworkLoop
 from edgewave.agent.outbox import Outbox
@@ -108,6 +110,7 @@ class Agent:
         self.cloud: MqttLink | None = None
         self.local: MqttLink | None = None
         self.uplink: Uplink | None = None
+        self._keys: Keyring | None = None           # config-signing keys, on first use
 
     # -- start-up --------------------------------------------------------------------------
     def start(self) -> None:
@@ -453,11 +456,13 @@ class Agent:
     def _handle_config(self, payload: bytes) -> None:
         assert self.store is not None
         try:
-            key = self.settings.config_key()
+            key, verified = self._keyring().key_for(payload)
         except (SettingsError, OSError) as exc:
             verdict = Verdict(None, REJECTED, f"gateway cannot verify documents: {exc}")
         else:
             verdict = judge(payload, self.settings, key, self.applied, self.store.high_water())
+            if verified and self._keyring().note_verified(key):
+                self._status_now.set()
         if verdict.status == APPLIED and not verdict.unchanged:
             assert verdict.config is not None
             previous = self.applied
@@ -526,8 +531,16 @@ class Agent:
         if self.cloud is None:
             return
         # publish_soon: this runs under the engine lock, which the network thread may wait for
-        self.cloud.publish_soon(topics.config_ack_topic(self.gateway),
-                                ack_payload(self.gateway, verdict, self.applied_version), qos=1)
+        payload = ack_payload(self.gateway, verdict, self.applied_version)
+        if self._keys is not None:      # which key this gateway now holds (key rotation)
+            payload = json.dumps({**json.loads(payload), "keyId": self._keys.active_id}).encode()
+        self.cloud.publish_soon(topics.config_ack_topic(self.gateway), payload, qos=1)
+
+    def _keyring(self) -> Keyring:
+        """The keys config documents verify with, read from their files on first use."""
+        if self._keys is None:
+            self._keys = Keyring(self.settings)
+        return self._keys
 
     # -- status ----------------------------------------------------------------------------
     def status(self, state: str = "online") -> dict[str, Any]:
@@ -552,9 +565,12 @@ class Agent:
                       "acksHeld": len(self._held_acks)}
             counters["dropped"] = (ob.dropped + counters.get("queue_full", 0)
                                    + counters.get("outbox_unwritten_dropped", 0))
-        return status_document(self.gateway, state, config_version=self.applied_version,
-                               counters=counters, outbox=outbox, started_ms=self.started_ms,
-                               pid=os.getpid())
+        doc = status_document(self.gateway, state, config_version=self.applied_version,
+                              counters=counters, outbox=outbox, started_ms=self.started_ms,
+                              pid=os.getpid())
+        if self._keys is not None:
+            doc["configKey"] = self._keys.describe()
+        return doc
 
     def _status_loop(self) -> None:
         """Disk housekeeping and the state file every ``local_interval_s``; the status message

@@ -6,6 +6,7 @@ Used by tests/integration/test_fleet_*.py and scripts/demo.py.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tarfile
@@ -234,3 +235,53 @@ class Probe:
 
 
 NOT_AUTHORIZED = 0x87
+
+
+def install(rig: FleetRig, gateway: str, root: Path) -> subprocess.CompletedProcess:
+    """`edgewave-agent install --bundle <the gateway's bundle> --root ROOT`."""
+    return agent_cli("install", "--bundle", str(rig.bundle(gateway)), "--root", str(root))
+
+
+def point_at_local_broker(config: Path, port: int) -> None:
+    """The installed agent.yaml with its local broker on the test's port, and quick timers."""
+    settings = yaml.safe_load(config.read_text())
+    settings["local"]["port"] = port
+    settings["reconnect"] = {"min_delay_s": 0.1, "max_delay_s": 1.0}
+    settings["status"] = {"interval_s": 2, "local_interval_s": 0.2}
+    config.write_text(yaml.safe_dump(settings))
+
+
+class AgentRun:
+    """`edgewave-agent run` on an installed config (its local port moved to the test's broker)."""
+
+    def __init__(self, config: Path, log: Path) -> None:
+        self.log_path = log
+        self._log = open(log, "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "edgewave.agent.cli", "run", "--config", str(config)],
+                                     stdout=self._log, stderr=subprocess.STDOUT,
+                                     env=dict(os.environ, PYTHONUNBUFFERED="1"))
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self._log.close()
+
+
+def installed_gateway(rig: FleetRig, gateway: str, tmp_path: Path) -> tuple[Path, GeneratedBroker, Creds]:
+    """Install the bundle under tmp_path, start its local broker; the config's local port follows."""
+    root = tmp_path / f"{gateway}-root"
+    install(rig, gateway, root)
+    port = free_port()
+    conf = (root / "etc/mosquitto/conf.d/edgewave.conf").read_text().replace("listener 1883", f"listener {port} 127.0.0.1")
+    local = GeneratedBroker(tmp_path / f"{gateway}-local-broker", conf, port).start()
+    config = root / "etc/edgewave/agent.yaml"
+    point_at_local_broker(config, port)
+    sensors = Creds("127.0.0.1", port, "sensors", (root / "etc/edgewave/sensors.password").read_text().strip())
+    return config, local, sensors

@@ -3,20 +3,16 @@ install --root` -> `edgewave-agent run` with the installed files, over TLS to th
 and through the gateway's own (generated) local broker."""
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-import yaml
 from agent_harness import ALARM, alarm, config_document, wait_for
-from fleet_rig import NOT_AUTHORIZED, Creds, FleetRig, GeneratedBroker, Probe, agent_cli
+from fleet_rig import NOT_AUTHORIZED, AgentRun, Creds, FleetRig, Probe, agent_cli, install, installed_gateway
 
-from broker_process import free_port
 from edgewave.agent.config import load_settings
 
 
@@ -26,10 +22,6 @@ def fleet(tmp_path):
     rig.start_broker()
     yield rig
     rig.stop()
-
-
-def install(rig: FleetRig, gateway: str, root: Path) -> subprocess.CompletedProcess:
-    return agent_cli("install", "--bundle", str(rig.bundle(gateway)), "--root", str(root))
 
 
 def test_install_into_a_root_writes_what_systemd_and_the_agent_accept(fleet, tmp_path):
@@ -76,46 +68,6 @@ def test_install_from_flags(tmp_path):
               "--key-file", str(key))
     settings = load_settings(tmp_path / "r/etc/edgewave/agent.yaml")
     assert settings.cloud.host == "cloud.example.org" and settings.config_key() == b"a-key-from-elsewhere"
-
-
-class AgentRun:
-    """`edgewave-agent run` on an installed config (its local port moved to the test's broker)."""
-
-    def __init__(self, config: Path, log: Path) -> None:
-        self.log_path = log
-        self._log = open(log, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "edgewave.agent.cli", "run", "--config", str(config)],
-                                     stdout=self._log, stderr=subprocess.STDOUT,
-                                     env=dict(os.environ, PYTHONUNBUFFERED="1"))
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        self._log.close()
-
-
-def installed_gateway(rig: FleetRig, gateway: str, tmp_path: Path) -> tuple[Path, GeneratedBroker, Creds]:
-    """Install the bundle under tmp_path, start its local broker; the config's local port follows."""
-    root = tmp_path / f"{gateway}-root"
-    install(rig, gateway, root)
-    port = free_port()
-    conf = (root / "etc/mosquitto/conf.d/edgewave.conf").read_text().replace("listener 1883", f"listener {port} 127.0.0.1")
-    local = GeneratedBroker(tmp_path / f"{gateway}-local-broker", conf, port).start()
-    config = root / "etc/edgewave/agent.yaml"
-    settings = yaml.safe_load(config.read_text())
-    settings["local"]["port"] = port
-    settings["reconnect"] = {"min_delay_s": 0.1, "max_delay_s": 1.0}
-    settings["status"] = {"interval_s": 2, "local_interval_s": 0.2}
-    config.write_text(yaml.safe_dump(settings))
-    sensors = Creds("127.0.0.1", port, "sensors", (root / "etc/edgewave/sensors.password").read_text().strip())
-    return config, local, sensors
 
 
 def test_provisioned_agent_runs_over_tls_and_the_sensors_are_confined(fleet, tmp_path):
