@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from edgewave.shared.ntriples import MAX_QUOTED_DEPTH
+
 DEFAULT_STREAM_TEMPLATE = "http://example.org/stream/{stream}"
 _SEGMENT = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
@@ -71,6 +73,12 @@ class InputSettings:
 
     qos: int = 1
     max_message_bytes: int = 16384   # larger messages are counted as oversized and dropped
+    # Quoted triples (<< s p o >>) nested in one statement; deeper: quoted_too_deep. An annotated
+    # observation nests 1 or 2; the N-Triples parser never goes beyond 64 (MAX_QUOTED_DEPTH).
+    max_quoted_depth: int = 8
+    # Statements in one message; more: too_many_triples. An observation is 5-10; 16 kB of
+    # realistic statements (about 120 bytes each) holds some 140.
+    max_triples_per_message: int = 256
     queue_max: int = 20000           # messages queued behind other work; beyond: QoS 0 ones dropped, counted
     # Stream segment of the topic -> stream IRI the patterns name (without angle brackets).
     streams: dict[str, str] = field(default_factory=dict)
@@ -128,6 +136,13 @@ class ConfigSettings:
     store: str = "configs.db"         # applied documents, relative to data_dir
     keep: int = 5                     # applied documents kept for rollback
     bootstrap: str | None = None      # local TriG document used until the cloud sends one
+    # Limits on what the cloud pushes, checked before any parser runs (json.loads, rdflib).
+    # rdflib holds about 3 kB per triple while parsing and makes at most two triples per
+    # term, so the terms bound its memory; nesting bounds its recursion (~7 frames a level).
+    max_envelope_bytes: int = 1024 * 1024   # the whole MQTT payload: JSON escapes can double a document
+    max_document_bytes: int = 256 * 1024    # the TriG/Turtle document (the demo's is 50 kB)
+    max_document_nesting: int = 32          # [ ( << { open at once outside strings (the demo's: 2)
+    max_document_terms: int = 20000         # names, literals, IRIs, [ ( << (the demo's: 1,500)
 
 
 @dataclass
@@ -261,6 +276,18 @@ def settings_from_dict(data: dict[str, Any] | None) -> AgentSettings:
         raise SettingsError("cloud.session_expiry_s must be positive: the cloud session must outlive an outage")
     if settings.local.session_expiry_s < 0:
         raise SettingsError("local.session_expiry_s: expected 0 (clean session) or more")
+    if not 0 <= settings.input.max_quoted_depth <= MAX_QUOTED_DEPTH:
+        raise SettingsError(f"input.max_quoted_depth: expected 0 to {MAX_QUOTED_DEPTH} (the parser's own limit), "
+                            f"got {settings.input.max_quoted_depth}")
+    if settings.input.max_message_bytes < 1 or settings.input.max_triples_per_message < 1:
+        raise SettingsError("input.max_message_bytes and input.max_triples_per_message must be positive")
+    c = settings.config
+    if min(c.max_envelope_bytes, c.max_document_bytes, c.max_document_nesting, c.max_document_terms) < 1:
+        raise SettingsError("config.max_envelope_bytes, max_document_bytes, max_document_nesting and "
+                            "max_document_terms must be positive")
+    if c.max_envelope_bytes < c.max_document_bytes:
+        raise SettingsError(f"config.max_envelope_bytes ({c.max_envelope_bytes}) must be at least "
+                            f"config.max_document_bytes ({c.max_document_bytes}): the envelope carries the document")
     if settings.reconnect.min_delay_s <= 0 or settings.reconnect.max_delay_s < settings.reconnect.min_delay_s:
         raise SettingsError("reconnect: need 0 < min_delay_s <= max_delay_s")
     return settings

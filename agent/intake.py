@@ -6,13 +6,20 @@ engine could complete a pattern the sensor never reported. Rejections are counte
 reason and logged at most once per sensor per minute (the line says how many were
 suppressed since), so a sensor stuck in a loop of bad output cannot flood the log or
 stop the agent.
+
+Every limit is checked before the work it bounds: the size before decoding, the nesting
+of quoted triples before parsing (the parser recurses once per level), the number of
+statements while parsing (it stops one past the limit). Whatever else decoding raises
+is a rejection too (``decoder_error``): the engine sees a whole event or nothing.
 """
 from __future__ import annotations
 
 import logging
+import re
 import time
 from dataclasses import dataclass
-from typing import Callable
+from itertools import accumulate, islice
+from typing import Callable, Sequence
 
 from edgewave.agent.config import AgentSettings
 from edgewave.shared import ntriples
@@ -22,9 +29,40 @@ log = logging.getLogger("edgewave.agent.intake")
 
 Triple = tuple[str, str, str]
 
-MALFORMED = "malformed"
-OVERSIZED = "oversized"
-UNKNOWN_STREAM = "unknown_stream"
+# Rejection reasons; each is a counter in the agent's status.
+MALFORMED = "malformed"                 # not UTF-8, not N-Triples(-star), no statement, bad topic
+OVERSIZED = "oversized"                 # more than input.max_message_bytes
+UNKNOWN_STREAM = "unknown_stream"       # the topic's stream segment maps to no stream IRI
+QUOTED_TOO_DEEP = "quoted_too_deep"     # << >> nested beyond input.max_quoted_depth
+TOO_MANY_TRIPLES = "too_many_triples"   # more than input.max_triples_per_message statements
+DECODER_ERROR = "decoder_error"         # decoding raised something no rule above expected
+REASONS = (MALFORMED, OVERSIZED, UNKNOWN_STREAM, QUOTED_TOO_DEEP, TOO_MANY_TRIPLES, DECODER_ERROR)
+
+# In N-Triples, '<<' and '>>' outside literals and IRIs are quoted-triple brackets, and a
+# '#' there starts a comment. Unrolled loops: linear even on a line that never closes.
+_LITERAL_OR_IRI = re.compile(r'"[^"\\\n\r]*(?:\\.[^"\\\n\r]*)*"'
+                             r'|<[^<>"{}|^`\\\x00-\x20]*(?:\\.[^<>"{}|^`\\\x00-\x20]*)*>')
+_QUOTE_BRACKET = re.compile(r"<<|>>")
+_QUOTE_STEP = {"<<": 1, ">>": -1}
+
+
+def quoted_depth(line: str) -> int:
+    """How deeply quoted triples nest in one N-Triples-star line, found without parsing it."""
+    plain = _LITERAL_OR_IRI.sub(" ", line).split("#", 1)[0]
+    return max(accumulate(map(_QUOTE_STEP.__getitem__, _QUOTE_BRACKET.findall(plain))), default=0)
+
+
+def deepest_quoted(lines: Sequence[str], limit: int) -> tuple[int, int]:
+    """(depth, 1-based line number) of the most deeply nested line that nests beyond ``limit``
+    levels, or (0, 0). A line holding at most ``limit`` '<<' cannot, so only those with
+    more are scanned: for ordinary messages this is one ``str.count`` per line."""
+    deepest, where = 0, 0
+    for number, line in enumerate(lines, 1):
+        if line.count("<<") > limit:
+            depth = quoted_depth(line)
+            if depth > deepest:
+                deepest, where = depth, number
+    return (deepest, where) if deepest > limit else (0, 0)
 
 
 @dataclass(frozen=True)
@@ -40,30 +78,47 @@ class SensorEvent:
 
 @dataclass(frozen=True)
 class Rejection:
-    reason: str          # MALFORMED, OVERSIZED or UNKNOWN_STREAM
+    reason: str          # one of REASONS
     sensor: str
     detail: str
 
 
 class LogLimiter:
-    """Allows one log line per key per ``period_s``; counts what it suppressed."""
+    """Allows one log line per key per ``period_s``, and ``max_lines`` lines per period in
+    all (keys can be made up: a publisher inventing a sensor name per message must not
+    get a line per message); counts what it suppressed, per key."""
 
-    def __init__(self, period_s: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, period_s: float = 60.0, clock: Callable[[], float] = time.monotonic,
+                 max_lines: int = 100) -> None:
         self.period_s = period_s
+        self.max_lines = max_lines
         self._clock = clock
         self._last: dict[str, float] = {}
+        self._window_start = float("-inf")
+        self._window_lines = 0
         self.suppressed: dict[str, int] = {}
 
     def allow(self, key: str) -> bool:
         now = self._clock()
         last = self._last.get(key)
         if last is not None and now - last < self.period_s:
-            self.suppressed[key] = self.suppressed.get(key, 0) + 1
+            self._suppress(key)
             return False
+        if now - self._window_start >= self.period_s:
+            self._window_start, self._window_lines = now, 0
+        if self._window_lines >= self.max_lines:
+            self._suppress(key)
+            return False
+        self._window_lines += 1
         if len(self._last) > 10000:   # sensors come and go; keep the table small
             self._last.clear()
         self._last[key] = now
         return True
+
+    def _suppress(self, key: str) -> None:
+        if key not in self.suppressed and len(self.suppressed) > 10000:
+            self.suppressed.clear()
+        self.suppressed[key] = self.suppressed.get(key, 0) + 1
 
 
 class Intake:
@@ -72,6 +127,8 @@ class Intake:
     def __init__(self, settings: AgentSettings, limiter: LogLimiter | None = None) -> None:
         self.settings = settings
         self.max_bytes = settings.input.max_message_bytes
+        self.max_depth = settings.input.max_quoted_depth
+        self.max_triples = settings.input.max_triples_per_message
         self.limiter = limiter or LogLimiter()
         self._stream_terms: dict[str, str | None] = {}
 
@@ -85,7 +142,16 @@ class Intake:
         return term
 
     def decode(self, topic: str, payload: bytes, arrival_ms: int) -> SensorEvent | Rejection:
-        """The event a message carries, or why it was rejected (logged, rate-limited)."""
+        """The event a message carries, or why it was rejected (logged, rate-limited).
+
+        Never raises: an exception from decoding (a parser bug, RecursionError,
+        MemoryError) is the rejection ``decoder_error``."""
+        try:
+            return self._decode(topic, payload, arrival_ms)
+        except Exception as exc:
+            return self._reject(DECODER_ERROR, topic.rsplit("/", 1)[-1], f"{type(exc).__name__}: {exc}")
+
+    def _decode(self, topic: str, payload: bytes, arrival_ms: int) -> SensorEvent | Rejection:
         try:
             segment, sensor = parse_sensor_topic(topic)
         except TopicError as exc:
@@ -99,11 +165,20 @@ class Intake:
             text = payload.decode("utf-8")
         except UnicodeDecodeError as exc:
             return self._reject(MALFORMED, sensor, f"not UTF-8: {exc}")
+        lines = text.split("\n")
+        if text.count("<<") > self.max_depth:
+            depth, line_no = deepest_quoted(lines, self.max_depth)
+            if depth:
+                return self._reject(QUOTED_TOO_DEEP, sensor, f"line {line_no}: quoted triples nested {depth} "
+                                    f"deep > limit {self.max_depth}")
         errors: list = []
-        triples = tuple(ntriples.parse_lines(text.split("\n"), errors=errors))
+        # One past the limit is enough to know: the parser stops there.
+        triples = tuple(islice(ntriples.parse_lines(lines, errors=errors), self.max_triples + 1))
         if errors:
             first = errors[0]
             return self._reject(MALFORMED, sensor, f"{first} ({len(errors)} bad line(s))")
+        if len(triples) > self.max_triples:
+            return self._reject(TOO_MANY_TRIPLES, sensor, f"more than {self.max_triples} statements")
         if not triples:
             return self._reject(MALFORMED, sensor, "no triples in message")
         return SensorEvent(stream, sensor, triples, arrival_ms, len(payload))
@@ -113,5 +188,5 @@ class Intake:
         if self.limiter.allow(key):
             suppressed = self.limiter.suppressed.pop(key, 0)
             log.warning("input rejected reason=%s sensor=%s detail=%r suppressed_since_last=%d",
-                        reason, sensor, detail[:200], suppressed)
+                        reason, sensor[:100], detail[:200], suppressed)
         return Rejection(reason, sensor, detail)

@@ -13,10 +13,17 @@ that survives all of that touches the running engine, and then only by differenc
 - significance rules are swapped in the filter, keeping its remembered values.
 
 A rejected document changes nothing. Either way the cloud gets an ack.
+
+Nothing a pushed payload holds can make judging it fail: the envelope is read within
+``config.max_envelope_bytes`` and a fixed nesting, the signature is checked before any
+RDF parser runs, the document's size, nesting and terms are checked before rdflib
+parses it, and whatever is raised after that (RecursionError, MemoryError, a bug) is a
+rejection of kind ``decoder_error``, with the error in the ack's reason.
 """
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -24,13 +31,31 @@ from typing import Callable
 from edgewave.agent.config import AgentSettings
 from edgewave.agent.engine import Engine, Match, parse_query
 from edgewave.agent.engine.query import QuerySyntaxError
-from edgewave.shared.configdoc import (ConfigRejected, SignificanceRule, load_config_document,
-                                       verify_envelope)
+from edgewave.shared.bounded_json import load_json
+from edgewave.shared.configdoc import (ENVELOPE_MAX_DEPTH, LONG_MAX, REJECTION_KINDS, ConfigRejected,
+                                       DocumentLimits, SignificanceRule, load_config_document, verify_envelope)
 
 Triple = tuple[str, str, str]
 
 APPLIED = "applied"
 REJECTED = "rejected"
+
+# Rejection kinds decided here; the others come with ConfigRejected (shared/configdoc.py).
+STALE_VERSION = "stale_version"
+NO_KEY = "no_key"                    # the gateway has no (readable) key to verify with
+DECODER_ERROR = "decoder_error"      # judging raised something unexpected
+APPLY_FAILED = "apply_failed"        # judged fine, but the running engine refused it
+VERDICT_KINDS = REJECTION_KINDS + (STALE_VERSION, NO_KEY, DECODER_ERROR, APPLY_FAILED)
+# The cloud signs envelopes with "version" near the start; enough to name an unreadable one.
+_VERSION_PEEK = re.compile(rb'"version"\s*:\s*(\d{1,19})(?![\d.eE])')
+_PEEK_BYTES = 4096
+
+
+def document_limits(settings: AgentSettings) -> DocumentLimits:
+    """The agent's limits on pushed documents (``config.max_document_*``)."""
+    c = settings.config
+    return DocumentLimits(max_bytes=c.max_document_bytes, max_nesting=c.max_document_nesting,
+                          max_terms=c.max_document_terms)
 
 
 @dataclass
@@ -58,9 +83,13 @@ class ConfigChange:
     schema_changed: bool
 
 
-def compile_document(version: int, fmt: str, text: str, settings: AgentSettings) -> CompiledConfig:
-    """Parse and validate a document completely; raises ConfigRejected with an operator's reason."""
-    doc = load_config_document(text, fmt)
+def compile_document(version: int, fmt: str, text: str, settings: AgentSettings,
+                     limits: DocumentLimits | None = None) -> CompiledConfig:
+    """Parse and validate a document completely; raises ConfigRejected with an operator's reason.
+
+    ``limits`` (see ``document_limits``) apply to what comes from outside; None for a
+    document the config store holds, which passed them when it was pushed."""
+    doc = load_config_document(text, fmt, limits)
     if doc.version is not None and doc.version != version:
         raise ConfigRejected(f"version mismatch: envelope says {version}, document says {doc.version}")
     patterns: dict[str, str] = {}
@@ -140,26 +169,47 @@ class Verdict:
     reason: str | None
     config: CompiledConfig | None = None
     unchanged: bool = False
+    kind: str | None = None          # why it was rejected: one of VERDICT_KINDS
 
 
 def judge(payload: bytes, settings: AgentSettings, key: bytes, applied: CompiledConfig | None,
           high_water: int | None) -> Verdict:
-    """Decide about one envelope from the cloud without touching anything."""
+    """Decide about one envelope from the cloud without touching anything. Never raises."""
     try:
-        envelope = verify_envelope(payload, key, gateway=settings.gateway)
+        return _judge(payload, settings, key, applied, high_water)
+    except Exception as exc:     # RecursionError, MemoryError, a bug: the document fails, not the agent
+        try:
+            version = _peek_version(payload, settings.config.max_envelope_bytes)
+        except Exception:        # little stack left after a RecursionError
+            version = None
+        return Verdict(version, REJECTED, f"document could not be processed: {type(exc).__name__}: {str(exc)[:200]}",
+                       kind=DECODER_ERROR)
+
+
+def _judge(payload: bytes, settings: AgentSettings, key: bytes, applied: CompiledConfig | None,
+           high_water: int | None) -> Verdict:
+    try:
+        envelope = verify_envelope(payload, key, gateway=settings.gateway,
+                                   max_bytes=settings.config.max_envelope_bytes)
     except ConfigRejected as exc:
-        return Verdict(_peek_version(payload), REJECTED, exc.reason)
+        return Verdict(_peek_version(payload, settings.config.max_envelope_bytes), REJECTED, exc.reason,
+                       kind=exc.kind)
     if applied is not None and envelope.version == applied.version:
         if envelope.document == applied.document and envelope.format == applied.format:
             return Verdict(envelope.version, APPLIED, "already applied", applied, unchanged=True)
     floor = max(v for v in (high_water, applied.version if applied else None, -1) if v is not None)
     if envelope.version <= floor:
         return Verdict(envelope.version, REJECTED,
-                       f"stale version: {envelope.version} is not above {floor}")
+                       f"stale version: {envelope.version} is not above {floor}", kind=STALE_VERSION)
     try:
-        compiled = compile_document(envelope.version, envelope.format, envelope.document, settings)
+        compiled = compile_document(envelope.version, envelope.format, envelope.document, settings,
+                                    document_limits(settings))
     except ConfigRejected as exc:
-        return Verdict(envelope.version, REJECTED, exc.reason)
+        return Verdict(envelope.version, REJECTED, exc.reason, kind=exc.kind)
+    except Exception as exc:     # past the signature: name the version in the ack
+        return Verdict(envelope.version, REJECTED,
+                       f"document could not be processed: {type(exc).__name__}: {str(exc)[:200]}",
+                       kind=DECODER_ERROR)
     return Verdict(envelope.version, APPLIED, None, compiled)
 
 
@@ -170,9 +220,22 @@ def ack_payload(gateway: str, verdict: Verdict, applied_version: int | None) -> 
                        "at": int(time.time() * 1000)}).encode()
 
 
-def _peek_version(payload: bytes) -> int | None:
+def _peek_version(payload: bytes, max_bytes: int) -> int | None:
+    """The version an envelope claims, for the ack of one that failed; None when unreadable.
+
+    Never raises: the payload is one that just failed. It is read as JSON within the
+    envelope's limits; when it is not JSON within them (too large, too deep, not UTF-8),
+    its first bytes are searched for the version the cloud writes there, so the cloud
+    can still match the ack to its push."""
     try:
-        version = json.loads(payload).get("version")
+        try:
+            raw = load_json(payload, max_bytes=max_bytes, max_depth=ENVELOPE_MAX_DEPTH)
+            version = raw.get("version") if isinstance(raw, dict) else None
+        except Exception:
+            found = _VERSION_PEEK.search(bytes(payload[:_PEEK_BYTES]))
+            version = int(found.group(1)) if found else None
     except Exception:
         return None
-    return version if isinstance(version, int) and not isinstance(version, bool) else None
+    if isinstance(version, int) and not isinstance(version, bool) and 0 <= version <= LONG_MAX:
+        return version
+    return None

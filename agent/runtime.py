@@ -44,13 +44,13 @@ from typing import Any
 from edgewave.agent.config import AgentSettings, SettingsError
 from edgewave.agent.config_store import ConfigStore
 from edgewave.agent.engine import Engine, Match
-from edgewave.agent.intake import Intake, Rejection
+from edgewave.agent.intake import Intake, LogLimiter, Rejection
 from edgewave.agent.keyring import Keyring
 from edgewave.agent.mqtt_link import Ack, MqttLink, Will
 from edgewave.agent.network_loop import NetworkLoop
 from edgewave.agent.outbox import Outbox
-from edgewave.agent.reconfigure import (APPLIED, REJECTED, CompiledConfig, Verdict, ack_payload, apply_difference,
-                                        build_engine, compile_document, judge)
+from edgewave.agent.reconfigure import (APPLIED, APPLY_FAILED, NO_KEY, REJECTED, CompiledConfig, Verdict, ack_payload,
+                                        apply_difference, build_engine, compile_document, document_limits, judge)
 from edgewave.agent.significance import FORWARD, SignificanceFilter, extract_observations
 from edgewave.agent.status import (Counters, encode_status, status_document, write_state_file)
 from edgewave.agent.uplink import Uplink
@@ -61,6 +61,7 @@ from edgewave.shared.events import encode_event, match_event, significant_event
 log = logging.getLogger("edgewave.agent")
 
 _SENSOR, _CONFIG, _RELOAD, _STOP = "sensor", "config", "reload", "stop"
+HANDLER_ERROR = "handler_error"   # counter: a work item raised past every check (an engine bug, say)
 IDLE_ADVANCE_MS = 500          # with no sensor message for this long, stream time moves on by the clock
 DISK_REMINDER_EVERY_S = 60.0   # while the disk refuses events or, at start-up, the files: one reminder a minute
 # What a disk that refuses writes reports outside SQLite (which says "disk I/O error" or
@@ -102,6 +103,11 @@ class Agent:
         self._unwritten_since = 0.0
         self._unwritten_logged = 0.0
         self._state_file_failing = False
+        # One log line per kind a minute (the next one says how many were suppressed):
+        # failures of work items, keyed by item and exception type, and config rejections
+        # by kind. A stream of bad input must not become a stream of tracebacks.
+        self._error_log = LogLimiter(max_lines=20)
+        self._config_log = LogLimiter(max_lines=20)
         self._stopping = threading.Event()
         self._status_now = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -215,8 +221,9 @@ class Agent:
         elif s.config.bootstrap:
             text = Path(s.config.bootstrap).read_text()
             fmt = "turtle" if s.config.bootstrap.endswith(".ttl") else "trig"
-            version = load_config_document(text, fmt).version or 0
-            compiled = compile_document(version, fmt, text, s)   # a broken local file should stop start-up
+            limits = document_limits(s)
+            version = load_config_document(text, fmt, limits).version or 0
+            compiled = compile_document(version, fmt, text, s, limits)   # a broken local file should stop start-up
             self.store.record(version, fmt, text, source="bootstrap")
             log.info("config event=bootstrap path=%s version=%s", s.config.bootstrap, version)
         self.engine = build_engine(compiled, s, self._matches.append)
@@ -238,7 +245,22 @@ class Agent:
 
         ``ack`` (QoS 1 or 2 on the persistent local session) is called once the message is
         handled, under the engine lock: acknowledgements then leave in arrival order. Only
-        a message without one can be dropped (counted) when input.queue_max items wait."""
+        a message without one can be dropped (counted) when input.queue_max items wait.
+
+        Nothing may escape into paho: its ``loop_read`` would raise it out of the network
+        thread, and both brokers' sockets stop with it. ``_handle`` catches whatever a
+        message causes; this catches the rest (a RecursionError before ``_handle`` is
+        even entered). Such a message stays unacknowledged: whether its ack went out is
+        unknown here, and acknowledging a packet id twice could acknowledge another."""
+        try:
+            self._take_sensor_message(topic, payload, ack)
+        except Exception as exc:
+            try:
+                self._count_error(_SENSOR, exc)
+            except Exception:
+                pass
+
+    def _take_sensor_message(self, topic: str, payload: bytes, ack: Ack | None) -> None:
         item = (_SENSOR, topic, payload, _now_ms(), ack)
         with self._engine_lock:
             if not self._backlog:
@@ -257,8 +279,16 @@ class Agent:
                       self.counters["queue_full"], self.settings.input.queue_max)
 
     def _on_cloud_message(self, topic: str, payload: bytes, retained: bool, ack: Ack | None) -> None:
-        if topic == topics.config_topic(self.gateway) and payload:
-            self._enqueue((_CONFIG, payload))
+        """Network thread: queue a config document for the engine thread (nothing escapes
+        into paho, see ``_on_sensor_message``)."""
+        try:
+            if topic == topics.config_topic(self.gateway) and payload:
+                self._enqueue((_CONFIG, payload))
+        except Exception as exc:
+            try:
+                self._count_error(_CONFIG, exc)
+            except Exception:
+                pass
 
     def _on_cloud_connected(self, session_present: bool) -> None:
         assert self.uplink is not None
@@ -329,7 +359,9 @@ class Agent:
             ack()
 
     def _handle(self, item: tuple) -> None:
-        """One work item, under ``_engine_lock``; a failure is logged and the agent goes on."""
+        """One work item, under ``_engine_lock``; a failure is counted, logged (once per kind
+        a minute, with its traceback) and the agent goes on. The caller acknowledges the
+        message either way: redelivering it would only fail again."""
         kind = item[0]
         try:
             if kind == _SENSOR:
@@ -338,8 +370,30 @@ class Agent:
                 self._handle_config(item[1])
             elif kind == _RELOAD:
                 self._handle_reload()
-        except Exception:   # one bad message or document must not stop the agent
-            log.exception("engine event=error item=%s action=skipped", kind)
+        except Exception as exc:   # one bad message or document must not stop the agent
+            try:
+                self._count_error(kind, exc)
+            except Exception:      # not even the stack for that call
+                pass
+
+    def _count_error(self, kind: str, exc: Exception) -> None:
+        """Count a failed work item (``handler_error``) and log it. Called from an ``except``
+        block, it must not raise: after a RecursionError little stack may be left, so the
+        count is made without a call and a log line that cannot be written is given up."""
+        values = self.counters.values
+        values[HANDLER_ERROR] = values.get(HANDLER_ERROR, 0) + 1
+        try:
+            self._log_error(kind, exc)
+        except Exception:
+            pass
+
+    def _log_error(self, kind: str, exc: Exception) -> None:
+        """Log a failed work item, with its traceback, once per item kind and exception type a minute."""
+        key = f"{kind}:{type(exc).__name__}"
+        if self._error_log.allow(key):
+            log.error("engine event=error item=%s error=%r suppressed_since_last=%d action=skipped",
+                      kind, f"{type(exc).__name__}: {str(exc)[:200]}", self._error_log.suppressed.pop(key, 0),
+                      exc_info=exc)
 
     def _handle_sensor(self, topic: str, payload: bytes, arrival_ms: int) -> None:
         counters = self.counters
@@ -458,7 +512,7 @@ class Agent:
         try:
             key, verified = self._keyring().key_for(payload)
         except (SettingsError, OSError) as exc:
-            verdict = Verdict(None, REJECTED, f"gateway cannot verify documents: {exc}")
+            verdict = Verdict(None, REJECTED, f"gateway cannot verify documents: {exc}", kind=NO_KEY)
         else:
             verdict = judge(payload, self.settings, key, self.applied, self.store.high_water())
             if verified and self._keyring().note_verified(key):
@@ -471,7 +525,7 @@ class Agent:
             except Exception as exc:   # validated beforehand, so an engine bug: back to known-good
                 log.exception("config event=apply_failed version=%s action=rebuilt_previous", verdict.version)
                 self._rebuild(previous)
-                verdict = Verdict(verdict.version, REJECTED, f"apply failed: {exc}")
+                verdict = Verdict(verdict.version, REJECTED, f"apply failed: {exc}", kind=APPLY_FAILED)
             else:
                 try:
                     self.store.record(verdict.config.version, verdict.config.format, verdict.config.document)
@@ -487,8 +541,12 @@ class Agent:
                      f" note={verdict.reason!r}" if verdict.reason else "")
         else:
             self.counters.add("config_rejected")
-            log.warning("config event=rejected version=%s reason=%r applied_version=%s",
-                        verdict.version, verdict.reason, self.applied_version)
+            self.counters.add(f"config_rejected_{verdict.kind or 'invalid'}")
+            key = verdict.kind or "invalid"
+            if self._config_log.allow(key):
+                log.warning("config event=rejected version=%s kind=%s reason=%r applied_version=%s "
+                            "suppressed_since_last=%d", verdict.version, key, (verdict.reason or "")[:300],
+                            self.applied_version, self._config_log.suppressed.pop(key, 0))
         self._ack(verdict)
         self._status_now.set()
 

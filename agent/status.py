@@ -14,10 +14,21 @@ import time
 from pathlib import Path
 from typing import Any
 
+# Every counter, present (at 0) from the start so an operator sees what is counted. Each
+# rejection kind has its own: sensor messages by intake reason (agent/intake.py REASONS),
+# config documents as config_rejected (all) and config_rejected_<kind>
+# (agent/reconfigure.py VERDICT_KINDS), and handler_error for a work item that raised
+# past every check.
 COUNTER_NAMES = (
-    "messages_in", "bytes_in", "malformed", "oversized", "unknown_stream", "queue_full",
+    "messages_in", "bytes_in", "malformed", "oversized", "unknown_stream", "quoted_too_deep",
+    "too_many_triples", "decoder_error", "handler_error", "queue_full",
     "triples", "matches", "significant", "below_deadband", "rate_limited",
-    "config_applied", "config_rejected", "outbox_write_failed", "outbox_unwritten_dropped",
+    "config_applied", "config_rejected",
+    "config_rejected_envelope_oversized", "config_rejected_envelope_malformed", "config_rejected_bad_signature",
+    "config_rejected_wrong_gateway", "config_rejected_stale_version", "config_rejected_document_oversized",
+    "config_rejected_document_too_deep", "config_rejected_parse_error", "config_rejected_invalid",
+    "config_rejected_decoder_error", "config_rejected_no_key", "config_rejected_apply_failed",
+    "outbox_write_failed", "outbox_unwritten_dropped",
 )
 
 

@@ -14,16 +14,110 @@ import hmac
 import json
 import re
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 import rdflib
 from rdflib import Literal, URIRef
 
 from . import vocab
+from .bounded_json import PayloadError, load_json
 from .ntriples import parse_lines
 from .rdflib_literals import literals_as_written
 
 FORMATS = ("trig", "turtle")
+
+# Why an envelope or document was refused (``ConfigRejected.kind``); the agent counts each
+# kind (``config_rejected_<kind>`` in its status).
+ENVELOPE_OVERSIZED = "envelope_oversized"    # the MQTT payload is larger than allowed
+ENVELOPE_MALFORMED = "envelope_malformed"    # not JSON within the limits, or fields missing or mistyped
+BAD_SIGNATURE = "bad_signature"
+WRONG_GATEWAY = "wrong_gateway"
+DOCUMENT_OVERSIZED = "document_oversized"    # too many bytes or terms to hand to rdflib
+DOCUMENT_TOO_DEEP = "document_too_deep"      # [ ( << { nested deeper than allowed
+PARSE_ERROR = "parse_error"                  # rdflib refused the text (or failed on it)
+INVALID = "invalid"                          # parses, but says something the gateway cannot use
+REJECTION_KINDS = (ENVELOPE_OVERSIZED, ENVELOPE_MALFORMED, BAD_SIGNATURE, WRONG_GATEWAY, DOCUMENT_OVERSIZED,
+                   DOCUMENT_TOO_DEEP, PARSE_ERROR, INVALID)
+
+ENVELOPE_MAX_DEPTH = 4        # the envelope is one flat JSON object
+DEFAULT_MAX_ENVELOPE_BYTES = 1024 * 1024
+LONG_MIN, LONG_MAX = -(2 ** 63), 2 ** 63 - 1   # a version must fit the config store's SQLite INTEGER
+
+
+@dataclass(frozen=True)
+class DocumentLimits:
+    """What a config document may hold before rdflib is allowed to parse it.
+
+    rdflib's Turtle/TriG parser recurses once per nested ``[`` or ``(`` (about seven
+    Python frames a level: some 140 levels exhaust the interpreter's stack), and it
+    holds about 3 kB per triple while parsing: a 100 kB document of one long collection,
+    ``( 0 0 0 ... )``, took 300 MB. Size alone does not bound that memory; the number of
+    terms does, since rdflib builds at most two triples per term (at the default, one
+    collection of 20,000 terms peaks at 110 MB). The defaults leave the demo's document
+    (configs/gateway-config.trig: 50 kB, nesting 2, 1,500 terms, 1 MB to parse) ample room.
+    """
+
+    max_bytes: int = 256 * 1024
+    max_nesting: int = 32
+    max_terms: int = 20_000
+
+
+# What rdflib does not recurse into and what holds no term of the document's own: strings
+# (long ones first), IRIs, comments, and escaped characters of prefixed names (ex:a\().
+# Each alternative is an unrolled loop, so the scan stays linear where nothing matches.
+_OPAQUE = re.compile(
+    r'"""[^"\\]*(?:(?:\\.|"(?!""))[^"\\]*)*"""'
+    r"|'''[^'\\]*(?:(?:\\.|'(?!''))[^'\\]*)*'''"
+    r'|"[^"\\\n\r]*(?:\\.[^"\\\n\r]*)*"'
+    r"|'[^'\\\n\r]*(?:\\.[^'\\\n\r]*)*'"
+    r'|<[^<>"{}|^`\\\x00-\x20]*(?:\\.[^<>"{}|^`\\\x00-\x20]*)*>'
+    r"|#[^\n\r]*"
+    r"|\\.",
+    re.DOTALL)
+_NESTING_TOKEN = re.compile(r"<<|>>|[\[\](){}]")
+_NESTING_STEP = {"<<": 1, "[": 1, "(": 1, "{": 1, ">>": -1, "]": -1, ")": -1, "}": -1}
+_WORD = re.compile(r"[^\s\[\](){},;]+")
+
+
+def _opaque_placeholder(m: re.Match) -> str:
+    first = m.group()[0]
+    if first == "#":
+        return " "            # a comment: nothing
+    if first == "\\":
+        return "x"            # an escaped character, part of a prefixed name
+    return " x "              # a string or an IRI: one term
+
+
+def document_shape(text: str) -> tuple[int, int]:
+    """(nesting depth, terms) of a Turtle/TriG text, found without parsing it.
+
+    Nesting counts ``[ ( << {`` open at once outside strings, IRIs and comments (a
+    pattern's own braces, inside its query string, do not count). Terms are the words
+    (names, numbers, strings, IRIs, ``a``, and a statement's final ``.``) plus one per
+    ``[``, ``(`` and ``<<``: at least as many as the objects, of which rdflib makes at
+    most two triples each. A closing bracket with nothing open stops rdflib right there,
+    before any opening one after it, so a running count below zero hides no depth.
+    """
+    plain = _OPAQUE.sub(_opaque_placeholder, text)
+    steps = map(_NESTING_STEP.__getitem__, _NESTING_TOKEN.findall(plain))
+    depth = max(accumulate(steps), default=0)
+    terms = len(_WORD.findall(plain)) + plain.count("[") + plain.count("(") + plain.count("<<")
+    return max(depth, 0), terms
+
+
+def check_document(text: str, limits: DocumentLimits) -> None:
+    """Raise ConfigRejected when ``text`` is beyond ``limits``: before rdflib sees it."""
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > limits.max_bytes:
+        raise ConfigRejected(f"document too large: {size} bytes (at most {limits.max_bytes})", DOCUMENT_OVERSIZED)
+    depth, terms = document_shape(text)
+    if depth > limits.max_nesting:
+        raise ConfigRejected(f"document nested too deeply: {depth} levels of [ ( << {{ "
+                             f"(at most {limits.max_nesting})", DOCUMENT_TOO_DEEP)
+    if terms > limits.max_terms:
+        raise ConfigRejected(f"document too large: {terms} terms (at most {limits.max_terms})",
+                             DOCUMENT_OVERSIZED)
 
 # Schema vocabulary: triples with these predicates (or typing a class/property) go to the epsilon-network.
 _SCHEMA_PREDICATES = {vocab.RDFS_SUBCLASSOF, vocab.RDFS_SUBPROPERTYOF, vocab.RDFS_DOMAIN, vocab.RDFS_RANGE,
@@ -35,11 +129,13 @@ _SCHEMA_TYPES = {vocab.OWL_SYMMETRIC, vocab.RDFS_CLASS, vocab.OWL_CLASS,
 
 
 class ConfigRejected(Exception):
-    """A config document or envelope the agent must not apply; ``reason`` goes into the ack."""
+    """A config document or envelope the agent must not apply; ``reason`` goes into the ack,
+    ``kind`` (one of REJECTION_KINDS) into the agent's counters."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, kind: str = INVALID) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.kind = kind
 
 
 @dataclass
@@ -85,7 +181,7 @@ def _parse_error(exc: Exception) -> ConfigRejected:
     where = f" at line {match.group(1)}" if match else ""
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip() and not ln.strip().startswith("at line")]
     what = lines[0] if lines else type(exc).__name__
-    return ConfigRejected(f"parse error{where}: {what}")
+    return ConfigRejected(f"parse error{where}: {what}", PARSE_ERROR)
 
 
 def _number(graph: rdflib.Graph, node, pred: str) -> float | None:
@@ -98,17 +194,36 @@ def _number(graph: rdflib.Graph, node, pred: str) -> float | None:
         raise ConfigRejected(f"{vocab.iri(pred)} must be a number, got {value!r}") from exc
 
 
-def load_config_document(text: str, fmt: str = "trig") -> ConfigDocument:
-    """Parse a config document; raises ConfigRejected with a reason an operator can act on."""
+def load_config_document(text: str, fmt: str = "trig",
+                         limits: DocumentLimits | None = DocumentLimits()) -> ConfigDocument:
+    """Parse a config document; raises ConfigRejected with a reason an operator can act on.
+
+    ``limits`` are checked before rdflib runs (None: a document accepted before, from the
+    config store). Whatever rdflib or the reading of its graphs raises, RecursionError and
+    MemoryError included, is a ConfigRejected: the document fails, not its reader.
+    """
     if fmt not in FORMATS:
-        raise ConfigRejected(f"unknown config format {fmt!r} (expected one of {', '.join(FORMATS)})")
+        raise ConfigRejected(f"unknown config format {fmt!r} (expected one of {', '.join(FORMATS)})",
+                             PARSE_ERROR)
+    if limits is not None:
+        check_document(text, limits)
     dataset = rdflib.Dataset()
     try:
         with literals_as_written():
             dataset.parse(data=text, format=fmt)
     except Exception as exc:  # rdflib raises many types for bad syntax
         raise _parse_error(exc) from exc
+    try:
+        return _read_document(dataset)
+    except ConfigRejected:
+        raise
+    except Exception as exc:  # e.g. a "\ud800" escape: rdflib accepts it, no UTF-8 writer does
+        raise ConfigRejected(f"parse error: unreadable term ({type(exc).__name__}: {str(exc)[:200]})",
+                             PARSE_ERROR) from exc
 
+
+def _read_document(dataset: rdflib.Dataset) -> ConfigDocument:
+    """Split a parsed dataset into patterns, schema, static triples and significance rules."""
     config_graph = rdflib.Graph()
     schema_graph = rdflib.Graph()
     static_graph = rdflib.Graph()
@@ -147,7 +262,7 @@ def load_config_document(text: str, fmt: str = "trig") -> ConfigDocument:
         if version is not None:
             try:
                 doc.version = int(version)
-            except ValueError as exc:
+            except (ValueError, OverflowError) as exc:   # "1e400" is a float, infinity
                 raise ConfigRejected(f"ew:version must be an integer, got {version!r}") from exc
     for node in set(config_graph.subjects(ew.query, None)):
         name = config_graph.value(node, ew.name)
@@ -192,23 +307,37 @@ def sign_envelope(gateway: str, version: int, document: str, fmt: str, key: str 
     return json.dumps(envelope, ensure_ascii=False).encode("utf-8")
 
 
-def verify_envelope(payload: bytes | str, key: str | bytes, gateway: str | None = None) -> Envelope:
-    """Check an envelope's shape, addressee and signature; raises ConfigRejected with the reason."""
+def verify_envelope(payload: bytes | str, key: str | bytes, gateway: str | None = None, *,
+                    max_bytes: int = DEFAULT_MAX_ENVELOPE_BYTES) -> Envelope:
+    """Check an envelope's size, shape, signature and addressee; raises ConfigRejected with the reason.
+
+    The payload is read with ``load_json`` (size, nesting and integer digits bounded, lone
+    surrogates refused), and nothing in the document is parsed here: the signature is
+    checked on the envelope's fields, before any RDF parser sees the document.
+    """
+    size = len(payload) if isinstance(payload, bytes) else len(payload.encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        raise ConfigRejected(f"envelope too large: {size} bytes (at most {max_bytes})", ENVELOPE_OVERSIZED)
     try:
-        raw: Any = json.loads(payload)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigRejected(f"malformed envelope: not JSON ({exc})") from exc
+        raw: Any = load_json(payload, max_bytes=max_bytes, max_depth=ENVELOPE_MAX_DEPTH)
+    except PayloadError as exc:
+        raise ConfigRejected(f"malformed envelope: {exc}", ENVELOPE_MALFORMED) from exc
     if not isinstance(raw, dict):
-        raise ConfigRejected("malformed envelope: not a JSON object")
+        raise ConfigRejected("malformed envelope: not a JSON object", ENVELOPE_MALFORMED)
     for name, kind in (("gateway", str), ("version", int), ("format", str), ("document", str), ("signature", str)):
         if not isinstance(raw.get(name), kind) or isinstance(raw.get(name), bool):
-            raise ConfigRejected(f"malformed envelope: field {name!r} missing or not a {kind.__name__}")
+            raise ConfigRejected(f"malformed envelope: field {name!r} missing or not a {kind.__name__}",
+                                 ENVELOPE_MALFORMED)
+    if not LONG_MIN <= raw["version"] <= LONG_MAX:
+        raise ConfigRejected(f"malformed envelope: version {raw['version']} is beyond a signed 64-bit integer",
+                             ENVELOPE_MALFORMED)
     env = Envelope(raw["gateway"], raw["version"], raw["format"], raw["document"], raw["signature"])
     expected = sign(env.gateway, env.version, env.format, env.document, key)
-    if not hmac.compare_digest(expected, env.signature):
-        raise ConfigRejected("bad signature")
+    # As bytes: compare_digest refuses str with non-ASCII characters (TypeError).
+    if not hmac.compare_digest(expected.encode(), env.signature.encode("utf-8")):
+        raise ConfigRejected("bad signature", BAD_SIGNATURE)
     if gateway is not None and env.gateway != gateway:
-        raise ConfigRejected(f"wrong gateway: document is for {env.gateway!r}, this is {gateway!r}")
+        raise ConfigRejected(f"wrong gateway: document is for {env.gateway!r}, this is {gateway!r}", WRONG_GATEWAY)
     return env
 
 

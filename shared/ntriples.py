@@ -444,6 +444,9 @@ _predicates: dict[str, str] = {}
 _objects: dict[str, str] = {}
 # A cache is emptied when it reaches this size; tokens that repeat come back at once.
 CACHE_LIMIT = 1 << 16
+# Longer tokens are not cached: a vocabulary's terms are short, and caching one-off long
+# ones (a 16 kB literal per message) would let the caches hold CACHE_LIMIT times that.
+CACHE_TOKEN_MAX = 256
 
 
 def clear_term_caches() -> None:
@@ -513,6 +516,8 @@ def _learn(
             return None
         if end != len(token):
             return None
+    if len(token) > CACHE_TOKEN_MAX:
+        return term
     if len(cache) >= CACHE_LIMIT:
         cache.clear()
     cache[token] = term
