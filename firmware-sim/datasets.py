@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import logging
+import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -130,6 +131,20 @@ def _row_time(ds: Dataset, row: dict[str, str]) -> int:
     return int(moment.replace(tzinfo=timezone.utc).timestamp() * 1000)
 
 
+def _rows(reader: csv.DictReader, path: str | Path) -> Iterator[dict[str, str]]:
+    """The reader's rows; a file that stops being UTF-8 CSV text is a DatasetError."""
+    try:
+        yield from reader
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise _unreadable(path, reader, exc) from None
+
+
+def _unreadable(path: str | Path, reader: csv.DictReader, exc: Exception) -> DatasetError:
+    if isinstance(exc, UnicodeDecodeError):  # text is decoded ahead in blocks: no line to name
+        return DatasetError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x}: {exc.reason})")
+    return DatasetError(f"{path}: after line {reader.line_num}: not CSV as expected ({exc})")
+
+
 def convert(name: str, path: str | Path, *, limit: int | None = None,
             stats: ConversionStats | None = None) -> Iterator[Message]:
     """The messages of a data file, in time order; missing values (-200) are skipped."""
@@ -141,11 +156,15 @@ def convert(name: str, path: str | Path, *, limit: int | None = None,
     last_ms = -1
     with open(path, newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
+        try:
+            fieldnames = reader.fieldnames
+        except (UnicodeDecodeError, csv.Error) as exc:
+            raise _unreadable(path, reader, exc) from None
         wanted = {c.name for c in ds.columns} | ({"Date"} if name == "uci-occupancy" else {"Date", "Time"})
-        missing_cols = wanted - set(reader.fieldnames or [])
+        missing_cols = wanted - set(fieldnames or [])
         if missing_cols:
             raise DatasetError(f"{path}: not {name} data, columns {sorted(missing_cols)} are missing")
-        for line_no, row in enumerate(reader, 2):
+        for line_no, row in enumerate(_rows(reader, path), 2):
             if limit is not None and stats.rows >= limit:
                 return
             try:
@@ -168,7 +187,7 @@ def convert(name: str, path: str | Path, *, limit: int | None = None,
                 except ValueError:
                     stats.missing += 1
                     continue
-                if number == UCI_MISSING:
+                if number == UCI_MISSING or not math.isfinite(number):  # inf and nan measure nothing
                     stats.missing += 1
                     continue
                 value = bool(int(number)) if col.result == "boolean" else number

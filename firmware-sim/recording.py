@@ -35,6 +35,11 @@ class RecordingError(ValueError):
     """A recording that cannot be replayed as written."""
 
 
+MAX_TIMESTAMP = 2 ** 63 - 1      # milliseconds, as uplink events carry them
+MAX_HEADER_LINES = 1_000_000     # a header announcing more lines than this is malformed
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def header(message: Message) -> str:
     return f"{HEADER_PREFIX}topic={message.topic} gateway={message.gateway} lines={len(message.lines)}"
 
@@ -61,9 +66,12 @@ def read_messages(path: str | Path, *, default_topic: str = DEFAULT_TOPIC,
     """The messages of a recording, statements kept byte-for-byte as recorded.
 
     Malformed statement lines are skipped and described in ``errors`` (logged when no
-    list is given); the rest of the message still goes out.
+    list is given); the rest of the message still goes out. So is a line that is not
+    UTF-8: it is read with its bad bytes kept as lone surrogates, which ``parse_messages``
+    refuses.
     """
-    with open(path, encoding="utf-8-sig") as fh:  # a leading byte-order mark is dropped
+    # a leading byte-order mark is dropped
+    with open(path, encoding="utf-8-sig", errors="surrogateescape") as fh:
         yield from parse_messages(fh, default_topic=default_topic, errors=errors, source=str(path))
 
 
@@ -89,7 +97,7 @@ def parse_messages(lines: Iterable[str], *, default_topic: str = DEFAULT_TOPIC,
         line = raw.rstrip("\r\n")
         if line.startswith(HEADER_PREFIX):
             m = _HEADER.match(line)
-            if not m:
+            if not m or len(m.group(3)) > len(str(MAX_HEADER_LINES)) or int(m.group(3)) > MAX_HEADER_LINES:
                 problem(f"{source}:{line_no}: malformed message header {line!r}")
                 continue
             yield from flush()
@@ -99,11 +107,17 @@ def parse_messages(lines: Iterable[str], *, default_topic: str = DEFAULT_TOPIC,
             continue
         if not line.strip() or line.lstrip().startswith("#"):
             continue
+        if not line.isascii() and _LONE_SURROGATE.search(line):
+            problem(f"{source}:{line_no}: not UTF-8 text")
+            continue
         ts_text, tab, statement = line.partition("\t")
         if not tab or not ts_text.isascii() or not ts_text.isdigit():
             problem(f"{source}:{line_no}: expected <milliseconds><TAB><statement>")
             continue
-        ms = int(ts_text)
+        ms = int(ts_text) if len(ts_text) <= 19 else MAX_TIMESTAMP + 1
+        if ms > MAX_TIMESTAMP:
+            problem(f"{source}:{line_no}: timestamp beyond a signed 64-bit integer ({MAX_TIMESTAMP} ms)")
+            continue
         try:
             if parse_line(statement, line_no) is None:
                 raise NTriplesError(line_no, len(ts_text) + 2, "no statement after the timestamp")

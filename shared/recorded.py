@@ -6,7 +6,8 @@ One statement per line, ``<milliseconds>\\t<N-Triples statement>`` (DESIGN.md), 
 
 Blank lines and lines starting with ``#`` are skipped, and so is a byte-order mark at the
 start of a file (``open_recorded``). The timestamp is a non-negative integer (ASCII digits
-only) and timestamps never decrease: the engine's clock is stream time, so a line from the
+only) no larger than a signed 64-bit integer (``MAX_TIMESTAMP``, as uplink events carry
+it) and timestamps never decrease: the engine's clock is stream time, so a line from the
 past would be silently wrong, not merely late. A line that goes
 back in time is therefore an error like any malformed line: strict readers raise, readers
 given an ``errors`` list skip it, record why, and go on (the clock stays where it was).
@@ -28,6 +29,9 @@ __all__ = [
     "read_recorded",
     "write_recorded",
 ]
+
+
+MAX_TIMESTAMP = 2 ** 63 - 1
 
 
 class RecordedStreamError(NTriplesError):
@@ -66,7 +70,13 @@ def read_recorded(
                 raise RecordedStreamError(
                     line_no, 1, f"bad timestamp {ts_text[:30]!r}: expected milliseconds as ASCII digits"
                 )
-            ts = int(ts_text)
+            # the length test first: int() of thousands of digits is slow, then refused
+            ts = int(ts_text) if len(ts_text) <= 19 else MAX_TIMESTAMP + 1
+            if ts > MAX_TIMESTAMP:
+                raise RecordedStreamError(
+                    line_no, 1, f"timestamp {ts_text[:30]}{'...' if len(ts_text) > 30 else ''} is beyond "
+                    f"a signed 64-bit integer ({MAX_TIMESTAMP} ms)"
+                )
             try:
                 triple = parse_line(statement, line_no)
             except NTriplesError as exc:

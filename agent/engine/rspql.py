@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from decimal import Decimal, ROUND_HALF_UP
+from decimal import Decimal, InvalidOperation, ROUND_HALF_UP
 from functools import lru_cache
 from typing import Callable, NamedTuple
 from urllib.parse import urljoin
@@ -68,6 +68,19 @@ __all__ = ["parse_query", "parse_duration", "QuerySyntaxError"]
 XSD = "http://www.w3.org/2001/XMLSchema#"
 RDF_TYPE = "<http://www.w3.org/1999/02/22-rdf-syntax-ns#type>"
 _SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
+
+# Bounds that keep a hostile query from exhausting the interpreter's stack: groups,
+# blank-node property lists, annotations, quoted triples, brackets and argument lists
+# nest at most MAX_NESTING deep (each level is a few recursive calls here), and a FILTER
+# expression tree is at most MAX_EXPRESSION_DEPTH deep (compiling and evaluating it
+# recurse once or twice per level; a chain such as ``a || b || c`` is one level per
+# operator). Real patterns stay far below both; beyond them the query is refused with
+# a located QuerySyntaxError.
+MAX_NESTING = 32
+MAX_EXPRESSION_DEPTH = 100
+# A window longer than a signed 64-bit number of milliseconds is no window.
+MAX_DURATION_MS = 2 ** 63 - 1
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 # --------------------------------------------------------------------------- lexer
 
@@ -282,7 +295,12 @@ def parse_duration(text: str) -> int:
         for group, unit in (("W", "w"), ("D", "d"), ("H", "h"), ("MI", "m"), ("S", "s")):
             if m.group(group):
                 total += Decimal(m.group(group)) * _UNIT_MS[unit]
-    ms = int(total.quantize(Decimal(1), rounding=ROUND_HALF_UP))
+    try:
+        ms = int(total.quantize(Decimal(1), rounding=ROUND_HALF_UP))
+    except InvalidOperation:  # more digits than the decimal context holds: far beyond the bound
+        ms = MAX_DURATION_MS + 1
+    if ms > MAX_DURATION_MS:
+        raise ValueError(f"a window duration must be at most {MAX_DURATION_MS} ms: {text[:40]!r}")
     if ms <= 0:
         raise ValueError(f"a window duration must be at least 1 ms: {text!r}")
     return ms
@@ -313,6 +331,8 @@ class _Parser:
         self.blank_node_groups: dict[str, int] = {}  # _:label -> the group it belongs to
         self.anon = 0
         self.default_window: str | None = None  # the C-SPARQL window, when FROM STREAM is used
+        self.nesting = 0  # how many nesting constructs (see MAX_NESTING) are open
+        self.expression_depths: dict[int, tuple[tuple, int]] = {}  # id(node) -> (node, depth)
 
     # ------------------------------------------------------------------ helpers
     def error(self, message: str, token: _Token | int, expected: tuple[str, ...] = ()) -> QuerySyntaxError:
@@ -349,6 +369,31 @@ class _Parser:
 
     def accept_punct(self, value: str) -> _Token | None:
         return self.lexer.next() if self.lexer.peek().is_punct(value) else None
+
+    def enter(self, token: _Token) -> None:
+        """One more level of nesting opens at ``token``; refused past MAX_NESTING."""
+        self.nesting += 1
+        if self.nesting > MAX_NESTING:
+            raise self.error(f"nested deeper than {MAX_NESTING} levels (groups, brackets, '[ ]', '<< >>' "
+                             "and '{| |}' count)", token, ())
+
+    def leave(self) -> None:
+        self.nesting -= 1
+
+    def built(self, node: tuple, token: _Token | int) -> tuple:
+        """An expression node just built; refused when its tree is deeper than MAX_EXPRESSION_DEPTH."""
+        depth = 0
+        for child in node[1:]:
+            for item in (child if isinstance(child, list) else (child,)):
+                if isinstance(item, tuple):
+                    known = self.expression_depths.get(id(item))
+                    depth = max(depth, known[1] if known is not None and known[0] is item else 1)
+        depth += 1
+        if depth > MAX_EXPRESSION_DEPTH:
+            raise self.error(f"FILTER expression nested deeper than {MAX_EXPRESSION_DEPTH} operators "
+                             "(use IN ( ... ) for a long list of alternatives)", token, ())
+        self.expression_depths[id(node)] = (node, depth)
+        return node
 
     # ------------------------------------------------------------------ query
     def query(self) -> Query:
@@ -419,21 +464,25 @@ class _Parser:
                 iri = self.lexer.next()
                 if iri.kind != "IRI":
                     raise self.expected("an IRI in angle brackets", iri)
-                self.prefixes[prefix.text[:-1]] = self.resolve(self.decoded(iri, _decode_uchars))
+                self.prefixes[prefix.text[:-1]] = self.resolve(self.decoded(iri, _decode_uchars), iri)
                 self.accept_punct(".")  # C-SPARQL and Sparkwave write "PREFIX p: <...>."
             elif token.is_word("BASE"):
                 self.lexer.next()
                 iri = self.lexer.next()
                 if iri.kind != "IRI":
                     raise self.expected("an IRI in angle brackets", iri)
-                self.base = self.resolve(self.decoded(iri, _decode_uchars))
+                self.base = self.resolve(self.decoded(iri, _decode_uchars), iri)
             else:
                 return
 
-    def resolve(self, iri: str) -> str:
+    def resolve(self, iri: str, token: _Token) -> str:
         if self.base is None or _SCHEME_RE.match(iri):
             return iri
-        resolved = urljoin(self.base, iri)
+        try:
+            resolved = urljoin(self.base, iri)
+        except ValueError as exc:  # e.g. a base <http://[/> that is no URL ("Invalid IPv6 URL")
+            raise self.error(f"cannot resolve <{iri[:60]}> against BASE <{self.base[:60]}>: {exc}", token,
+                             ("an IRI",)) from None
         # urljoin drops an empty fragment or query ("PREFIX : <#>"); RFC 3986 keeps it
         if iri[-1:] in ("#", "?") and resolved[-1:] != iri[-1:]:
             resolved += iri[-1]
@@ -552,7 +601,7 @@ class _Parser:
 
     # ------------------------------------------------------------------ graph patterns
     def group(self, window: str | None) -> None:
-        self.expect_punct("{")
+        self.enter(self.expect_punct("{"))
         self.groups_opened += 1
         self.groups.append(self.groups_opened)
         dot_allowed = False  # one '.' after a triples block, a nested group or a FILTER; never two
@@ -561,6 +610,7 @@ class _Parser:
             if token.is_punct("}"):
                 self.lexer.next()
                 self.groups.pop()
+                self.leave()
                 return
             if token.is_punct("."):
                 if not dot_allowed:
@@ -647,13 +697,16 @@ class _Parser:
             while True:
                 obj = self.object_term(window)
                 self.add_pattern(TriplePattern(subject, predicate, obj, window))
-                if self.accept_punct("{|"):  # SPARQL-star annotation: s p o {| :conf ?c |}
+                annotation = self.accept_punct("{|")
+                if annotation:  # SPARQL-star annotation: s p o {| :conf ?c |}
+                    self.enter(annotation)
                     if _is_ground(subject) and _is_ground(predicate) and _is_ground(obj):
                         quoted = make_quoted((subject, predicate, obj))
                     else:
                         quoted = TriplePattern(subject, predicate, obj, None)
                     self.property_list(quoted, window)
                     self.expect_punct("|}", "'|}' or ';'")
+                    self.leave()
                 if not self.accept_punct(","):
                     break
             if not self.accept_punct(";"):
@@ -706,12 +759,12 @@ class _Parser:
         return self.node(window, allow_literal=True, what="an object (an IRI, a literal, a variable or '<<')")
 
     def blank_node_property_list(self, window: str | None) -> str:
-        self.expect_punct("[")
+        self.enter(self.expect_punct("["))
         variable = self.fresh_blank()
-        if self.accept_punct("]"):
-            return variable
-        self.property_list(variable, window)
-        self.expect_punct("]", "']' or ';'")
+        if not self.accept_punct("]"):
+            self.property_list(variable, window)
+            self.expect_punct("]", "']' or ';'")
+        self.leave()
         return variable
 
     def fresh_blank(self) -> str:
@@ -756,7 +809,7 @@ class _Parser:
         return False
 
     def quoted(self, window: str | None):
-        self.lexer.next()  # <<
+        self.enter(self.lexer.next())  # <<
         s = self.node(window, what="the subject of a quoted triple")
         p = self.verb()
         o = self.node(window, allow_literal=True, what="the object of a quoted triple")
@@ -764,6 +817,7 @@ class _Parser:
         if token.kind != "QCLOSE":
             raise self.expected("'>>'", token)
         self.lexer.next()
+        self.leave()
         if _is_ground(s) and _is_ground(p) and _is_ground(o):
             return make_quoted((s, p, o))
         return TriplePattern(s, p, o, None)
@@ -772,7 +826,7 @@ class _Parser:
         token = self.lexer.peek()
         if token.kind == "IRI":
             self.lexer.next()
-            return iri_term(self.resolve(self.decoded(token, _decode_uchars)))
+            return iri_term(self.resolve(self.decoded(token, _decode_uchars), token))
         if token.kind == "PNAME":
             self.lexer.next()
             return self.expand_pname(token)
@@ -800,6 +854,8 @@ class _Parser:
             if following.is_punct("^^"):
                 self.lexer.next()
                 datatype = self.iri("a datatype IRI")
+                if _SCHEME_RE.match(datatype, 1):  # an absolute IRI term: the codec's rule, escapes kept
+                    return make_literal(lexical, datatype=datatype)
                 return literal_term(lexical, datatype=datatype[1:-1])
             return literal_term(lexical)
         if kind in ("INTEGER", "DECIMAL", "DOUBLE"):
@@ -848,21 +904,22 @@ class _Parser:
         self.filters.append((expr, text))
 
     def bracketted(self):
-        self.expect_punct("(")
+        self.enter(self.expect_punct("("))
         expr = self.expression()
         self.expect_punct(")", "')' or an operator")
+        self.leave()
         return expr
 
     def expression(self):
         left = self.and_expression()
-        while self.accept_punct("||"):
-            left = ("or", left, self.and_expression())
+        while token := self.accept_punct("||"):
+            left = self.built(("or", left, self.and_expression()), token)
         return left
 
     def and_expression(self):
         left = self.relational()
-        while self.accept_punct("&&"):
-            left = ("and", left, self.relational())
+        while token := self.accept_punct("&&"):
+            left = self.built(("and", left, self.relational()), token)
         return left
 
     def relational(self):
@@ -870,26 +927,27 @@ class _Parser:
         token = self.lexer.peek()
         if token.kind == "PUNCT" and token.text in ("=", "!=", "<", ">", "<=", ">="):
             self.lexer.next()
-            return ("cmp", token.text, left, self.additive())
+            return self.built(("cmp", token.text, left, self.additive()), token)
         if token.is_word("IN"):
             self.lexer.next()
-            return ("in", left, self.expression_list(), False)
+            return self.built(("in", left, self.expression_list(), False), token)
         if token.is_word("NOT"):
             self.lexer.next()
             self.expect_word("IN")
-            return ("in", left, self.expression_list(), True)
+            return self.built(("in", left, self.expression_list(), True), token)
         return left
 
     def expression_list(self) -> list:
-        self.expect_punct("(")
+        self.enter(self.expect_punct("("))
         items = []
-        if self.accept_punct(")"):
-            return items
-        while True:
-            items.append(self.expression())
-            if self.accept_punct(")"):
-                return items
-            self.expect_punct(",", "',' or ')'")
+        if not self.accept_punct(")"):
+            while True:
+                items.append(self.expression())
+                if self.accept_punct(")"):
+                    break
+                self.expect_punct(",", "',' or ')'")
+        self.leave()
+        return items
 
     def additive(self):
         left = self.multiplicative()
@@ -897,7 +955,7 @@ class _Parser:
             token = self.lexer.peek()
             if token.is_punct("+") or token.is_punct("-"):
                 self.lexer.next()
-                left = ("arith", token.text, left, self.multiplicative())
+                left = self.built(("arith", token.text, left, self.multiplicative()), token)
             else:
                 return left
 
@@ -907,22 +965,24 @@ class _Parser:
             token = self.lexer.peek()
             if token.is_punct("*") or token.is_punct("/"):
                 self.lexer.next()
-                left = ("arith", token.text, left, self.unary())
+                left = self.built(("arith", token.text, left, self.unary()), token)
             else:
                 return left
 
     def unary(self):
-        token = self.lexer.peek()
-        if token.is_punct("!"):
-            self.lexer.next()
-            return ("not", self.unary())
-        if token.is_punct("-"):
-            self.lexer.next()
-            return ("neg", self.unary())
-        if token.is_punct("+"):
-            self.lexer.next()
-            return ("pos", self.unary())
-        return self.primary()
+        operators = []  # a run of prefix operators, read without recursion
+        while True:
+            token = self.lexer.peek()
+            kind = {"!": "not", "-": "neg", "+": "pos"}.get(token.text) if token.kind == "PUNCT" else None
+            if kind is None:
+                break
+            operators.append((kind, self.lexer.next()))
+            if len(operators) > MAX_EXPRESSION_DEPTH:  # refused now: no list of a million tokens first
+                raise self.error(f"FILTER expression nested deeper than {MAX_EXPRESSION_DEPTH} operators", token, ())
+        expr = self.primary()
+        for kind, token in reversed(operators):
+            expr = self.built((kind, expr), token)
+        return expr
 
     def primary(self):
         token = self.lexer.peek()
@@ -941,7 +1001,7 @@ class _Parser:
                 args = self.argument_list()
                 if len(args) != 1:
                     raise self.error(f"a cast to {iri} takes one argument", token, ("one argument",))
-                return ("cast", iri[1:-1], args[0])
+                return self.built(("cast", iri[1:-1], args[0]), token)
             return ("const", iri)
         if kind == "NAME" and token.text.upper() in filters.BUILTINS:
             self.lexer.next()
@@ -953,13 +1013,14 @@ class _Parser:
                     raise self.expected("a variable", variable)
                 self.lexer.next()
                 self.expect_punct(")")
-                return ("call", name, [("var", variable.text[1:])])
+                return self.built(("call", name, [("var", variable.text[1:])]), token)
             args = self.argument_list()
+            call = self.built(("call", name, args), token)
             try:
-                filters.check(("call", name, args))
+                filters.check(call)
             except filters.FilterCompileError as exc:
                 raise self.error(str(exc), token, ("a valid call",)) from None
-            return ("call", name, args)
+            return call
         if kind == "QOPEN":
             term = self.quoted(None)
             if isinstance(term, TriplePattern):
@@ -975,11 +1036,12 @@ class _Parser:
         raise self.expected("an expression", token)
 
     def argument_list(self) -> list:
-        self.expect_punct("(")
+        self.enter(self.expect_punct("("))
         args = [self.expression()]
         while self.accept_punct(","):
             args.append(self.expression())
         self.expect_punct(")", "',' or ')'")
+        self.leave()
         return args
 
 
@@ -988,4 +1050,11 @@ def parse_query(text: str, *, default_width_ms: int | None = None) -> Query:
 
     ``default_width_ms`` is the width for a C-SPARQL ``FROM STREAM`` without ``[RANGE ...]``.
     """
+    if not text.isascii():
+        lone = _SURROGATE_RE.search(text)
+        if lone is not None:  # text that cannot be written as UTF-8 (the escaped form is refused too)
+            line = text.count("\n", 0, lone.start()) + 1
+            column = lone.start() - (text.rfind("\n", 0, lone.start()) + 1) + 1
+            raise QuerySyntaxError(f"character U+{ord(lone.group()):04X} is a lone UTF-16 surrogate, not a "
+                                   "character", line, column, ("a character",))
     return _Parser(text, default_width_ms).query()

@@ -44,9 +44,14 @@ class Known:
     message: str = ""     # a substring of str(exc), or "" for any
 
 
+def known_allowed() -> bool:
+    """Whether this run tolerates the known, reported crashes (``run.py --allow-known``)."""
+    return os.environ.get("EDGEWAVE_FUZZ_ALLOW_KNOWN") == "1"
+
+
 def allow_known(exc: BaseException, known: tuple[Known, ...]) -> bool:
     """True when known crashes are tolerated for this run and ``exc`` is one of them."""
-    if os.environ.get("EDGEWAVE_FUZZ_ALLOW_KNOWN") != "1":
+    if not known_allowed():
         return False
     frames = [f"{f.filename}:{f.name}" for f in traceback.extract_tb(exc.__traceback__)]
     for k in known:
