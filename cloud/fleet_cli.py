@@ -39,6 +39,8 @@ def add_parsers(sub: argparse._SubParsersAction, default_config: str) -> None:
     add = actions.add_parser("add", help="broker user, ACL entries, signing key and bundle for a new gateway")
     add.add_argument("gateway")
     add.add_argument("--client-cert", action="store_true", help="also issue a client certificate (mutual TLS)")
+    add.add_argument("--exist-ok", action="store_true",
+                     help="a gateway already provisioned is not an error: its bundle is written again")
     remove = actions.add_parser("remove", help="revoke a gateway: user and ACL entries gone, broker reloaded")
     remove.add_argument("gateway")
     rotate = actions.add_parser("rotate-key", help="a new config-signing key, the old one valid for an overlap")
@@ -86,7 +88,9 @@ def run(args: argparse.Namespace) -> int:
                 print(f"{r.gateway} key_id={r.key_id}{rotation} client_cert={'yes' if r.client_cert else 'no'} "
                       f"added={format_time(r.added_ms / 1000)}")
             return 0
-        if args.action == "add":
+        if args.action == "add" and args.exist_ok and fleet.record(args.gateway) is not None:
+            print(f"{args.gateway}: already provisioned; bundle {fleet.bundle(args.gateway)}")
+        elif args.action == "add":
             path = fleet.add(args.gateway, client_cert=args.client_cert)
             print(f"{args.gateway}: provisioned; bundle {path} (copy it to the gateway, then run "
                   f"`edgewave-agent install --bundle {path.name}` there)")

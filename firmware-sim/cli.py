@@ -73,6 +73,8 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", parents=[common], help="publish simulated observations to MQTT (or stdout) in sim time")
     fleet_options(run)
     run.add_argument("--broker", type=_broker_arg, help="host:port for every gateway (default: config)")
+    run.add_argument("--username", help="broker user for every gateway (a gateway bundle's: sensors)")
+    run.add_argument("--password-file", help="file holding that user's password (keeps it off the command line)")
     run.add_argument("--speed", type=_speed_arg, default=1.0, help="1 = real time, 10 = ten times faster, max")
     run.add_argument("--stdout", action="store_true", help="write the stream to stdout instead of MQTT")
     run.add_argument("--forever", action="store_true", help="ignore durations: run until stopped")
@@ -179,6 +181,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                        for gw in sim.config.gateways}
         else:
             brokers = {gw.id: gw.broker for gw in sim.config.gateways}
+        if args.username:
+            password = Path(args.password_file).read_text().strip() if args.password_file else None
+            brokers = {gw: BrokerSettings(**{**b.__dict__, "username": args.username, "password": password})
+                       for gw, b in brokers.items()}
         sink = MqttSink(brokers, paced=args.speed is not None)
     sensors = sum(len(site.sensors) for site in sim.sites)
     log.info("run_start gateways=%d sensors=%d duration_s=%s speed=%s scenario=%s", len(sim.sites), sensors,

@@ -18,7 +18,8 @@ def test_shipped_config_loads_with_its_documented_defaults():
     defaults = CloudSettings()
     assert shipped.spark.trigger_seconds == defaults.spark.trigger_seconds == 2
     assert shipped.ingest == defaults.ingest and shipped.broker == defaults.broker
-    assert shipped.gateway_key("gw1") == "change-me-gw1"
+    assert shipped.fleet == defaults.fleet
+    assert all(entry.key is None for entry in shipped.gateways.values())    # no key inline
 
 
 def test_unknown_key_is_named(tmp_path):
