@@ -62,10 +62,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="ingest, the Spark job and the dashboard, supervised")
     run.add_argument("--config", default=DEFAULT_CONFIG)
+    run.add_argument("--ingest-workers", type=int, metavar="N",
+                     help="ingest processes sharing the gateways' events (default: ingest.workers, 1)")
     _spark_options(run)
 
     ingest = sub.add_parser("ingest", help="take events, status and acks off the broker (alone)")
     ingest.add_argument("--config", default=DEFAULT_CONFIG)
+    ingest.add_argument("--worker", type=int, default=0, metavar="N",
+                        help="which worker of the group this is (0, the default, also records status and acks)")
+    ingest.add_argument("--retire", action="store_true",
+                        help="take no new events: land what this worker's session holds, end the session, exit")
 
     spark = sub.add_parser("spark", help="the Spark aggregation job (alone)")
     spark.add_argument("--config", default=DEFAULT_CONFIG)
@@ -124,11 +130,22 @@ def main(argv: list[str] | None = None) -> int:
             spark_args = (["--master", args.master] if args.master else []) + [
                 a for item in args.conf for a in ("--conf", item)]
             _parse_conf(args.conf)
-            return run_service(args.config, spark_args, args.log_level, dashboard=bool(settings.dashboard.users))
+            workers = settings.ingest.workers if args.ingest_workers is None else args.ingest_workers
+            if not 1 <= workers <= 64:
+                raise SettingsError("--ingest-workers must be between 1 and 64")
+            from .ingest import WorkerRoster
+
+            roster = WorkerRoster(settings.landing_zone)
+            retire = roster.start(workers)
+            return run_service(args.config, spark_args, args.log_level, dashboard=bool(settings.dashboard.users),
+                               ingest_workers=workers, retire_workers=retire,
+                               on_retired=lambda: roster.retired(workers))
         if args.command == "ingest":
             from .ingest import run_ingest
 
-            return run_ingest(settings)
+            if args.worker < 0:
+                raise SettingsError("--worker must not be negative")
+            return run_ingest(settings, args.worker, retiring=args.retire)
         if args.command == "spark":
             from .job import CheckpointMismatch, run_job
             from .spark_runtime import JavaMissing

@@ -9,6 +9,7 @@ autocommit mode and the modules that need atomicity open explicit
 from __future__ import annotations
 
 import sqlite3
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -23,9 +24,27 @@ def open_database(path: str | Path) -> sqlite_utils.Database:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA journal_mode=WAL")
+    enable_wal(conn)
     conn.execute("PRAGMA synchronous=FULL")
     return sqlite_utils.Database(conn)
+
+
+def enable_wal(conn: sqlite3.Connection) -> None:
+    """Switch to WAL, waiting out another process doing the same.
+
+    Two processes opening a new database at once (ingest workers started
+    together) race for the journal-mode change, and SQLite answers the loser
+    "database is locked" at once, without the busy timeout.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 @contextmanager

@@ -80,6 +80,43 @@ def subscriptions(worker: int, share_group: str) -> list[str]:
     return [events, topics.ALL_STATUS, topics.ALL_CONFIG_ACKS] if worker == 0 else [events]
 
 
+class WorkerRoster:
+    """How many ingest workers have sessions on the broker, kept in ``<landing_zone>/ingest-workers.json``.
+
+    Each worker's persistent session belongs to the shared subscription, so the
+    broker keeps handing it its share of the events while it is stopped. When
+    ``run`` starts fewer workers than before, the others must retire: land what
+    their sessions hold and end them, or their share would wait there until the
+    session expires.
+    """
+
+    def __init__(self, landing_zone: str | Path) -> None:
+        self.path = Path(landing_zone) / "ingest-workers.json"
+
+    def count(self) -> int:
+        try:
+            return max(1, int(json.loads(self.path.read_text())["workers"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return 1
+
+    def start(self, workers: int) -> list[int]:
+        """Record ``workers`` starting; returns the workers of an earlier run that must retire."""
+        before = self.count()
+        self._write(max(before, workers))
+        return list(range(workers, before))
+
+    def retired(self, workers: int) -> None:
+        """Every retiring worker has ended its session: only ``workers`` remain."""
+        self._write(workers)
+        log.info("ingest workers=%d recorded", workers)
+
+    def _write(self, workers: int) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps({"workers": workers}))
+        os.replace(tmp, self.path)
+
+
 def worker_client_id(client_id: str, worker: int) -> str:
     """Worker 0 keeps the configured id (and so an existing session's queue); worker i adds ``-i``."""
     return client_id if worker == 0 else f"{client_id}-{worker}"
@@ -182,9 +219,13 @@ def mqtt_client(broker: BrokerSettings, client_id: str, *, manual_ack: bool = Fa
 class Ingest:
     """The ingest service; ``run()`` until ``stop()`` (or SIGTERM/SIGINT via the CLI)."""
 
-    def __init__(self, settings: CloudSettings, worker: int = 0) -> None:
+    def __init__(self, settings: CloudSettings, worker: int = 0, *, retiring: bool = False) -> None:
         self.settings = settings
         self.worker = worker
+        self.retiring = retiring
+        self.retired = False
+        self._unsubscribed = threading.Event()
+        self._last_message = time.monotonic()
         cfg = settings.ingest
         self.client_id = worker_client_id(cfg.client_id, worker)
         self.landing = LandingZone(settings.events_dir, roll_bytes=cfg.roll_bytes, roll_seconds=cfg.roll_seconds,
@@ -220,7 +261,12 @@ class Ingest:
                  self.client_id, self.settings.broker.host, self.settings.broker.port, flags.session_present)
         if flags.session_present:   # a session from before shared subscriptions: no second copy of each event
             client.unsubscribe(topics.ALL_EVENTS)
-        client.subscribe([(t, 1) for t in subscriptions(self.worker, self.settings.ingest.share_group)])
+        if self.retiring:           # take no new events; what the session holds is delivered all the same
+            client.unsubscribe(subscriptions(self.worker, self.settings.ingest.share_group))
+            self._last_message = time.monotonic()
+            self._unsubscribed.set()
+        else:
+            client.subscribe([(t, 1) for t in subscriptions(self.worker, self.settings.ingest.share_group)])
         self.connected.set()
 
     def _on_disconnect(self, client: mqtt.Client, userdata: Any, flags: Any, reason_code: Any,
@@ -260,15 +306,21 @@ class Ingest:
                 batch = self._collect(cfg.commit_max_messages, cfg.commit_interval_ms / 1000)
                 if batch:
                     self._commit(batch)
+                    self._last_message = time.monotonic()
                 self.landing.roll_if_due()
                 self.rejected.roll_if_due()
+                if self.retiring and self._drained():
+                    log.info("ingest retired worker=%d client_id=%s: its session's backlog is landed, "
+                             "session deleted", self.worker, self.client_id)
+                    self.retired = True
+                    break
             # Commit what paho already handed over; anything later is redelivered next time.
             pending = self._collect(self.settings.ingest.commit_max_messages, 0.0)
             while pending:
                 self._commit(pending)
                 pending = self._collect(self.settings.ingest.commit_max_messages, 0.0)
         finally:
-            self.client.disconnect()
+            self._disconnect()
             self.client.loop_stop()
             self.landing.close()
             self.rejected.close()
@@ -278,6 +330,20 @@ class Ingest:
 
     def stop(self) -> None:
         self.stopping.set()
+
+    def _drained(self) -> bool:
+        """A retiring worker is done once subscribed-away and idle for ``retire_idle_s``."""
+        return (self._unsubscribed.is_set() and self.inbox.empty()
+                and time.monotonic() - self._last_message >= self.settings.ingest.retire_idle_s)
+
+    def _disconnect(self) -> None:
+        """Disconnect; a retired worker also ends its session, so the broker stops queuing for it."""
+        if not self.retired:
+            self.client.disconnect()
+            return
+        props = Properties(PacketTypes.DISCONNECT)
+        props.SessionExpiryInterval = 0
+        self.client.disconnect(properties=props)
 
     def _collect(self, limit: int, linger_s: float) -> list[Received]:
         try:
@@ -414,9 +480,9 @@ def _die(name: str) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def run_ingest(settings: CloudSettings, worker: int = 0) -> int:
-    """``edgewave-cloud ingest [--worker N]``: run until SIGTERM or SIGINT."""
-    ingest = Ingest(settings, worker)
+def run_ingest(settings: CloudSettings, worker: int = 0, *, retiring: bool = False) -> int:
+    """``edgewave-cloud ingest [--worker N] [--retire]``: run until SIGTERM or SIGINT (or, retiring, drained)."""
+    ingest = Ingest(settings, worker, retiring=retiring)
 
     def _stop(signum: int, frame: Any) -> None:
         log.info("ingest stopping signal=%d", signum)

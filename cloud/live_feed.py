@@ -20,6 +20,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Iterable
 
+from .database import enable_wal
+
 COLUMNS = ("seq", "id", "gateway", "kind", "pattern", "window_start", "window_end", "emitted_at", "ingest_ms",
            "sensor", "property", "result", "bindings", "triples")
 
@@ -51,7 +53,7 @@ class LiveFeedWriter:
         self.max_rows = max_rows
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.conn = sqlite3.connect(str(self.path), timeout=5.0, isolation_level=None, check_same_thread=False)
-        self.conn.execute("PRAGMA journal_mode=WAL")
+        enable_wal(self.conn)
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.executescript(SCHEMA)
 

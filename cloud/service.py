@@ -1,11 +1,12 @@
-"""`edgewave-cloud run`: ingest and the Spark job as two supervised child processes.
+"""`edgewave-cloud run`: the ingest workers, the Spark job and the dashboard as supervised child processes.
 
 Separate processes keep the parts independent: ingest keeps taking events off
-the broker while the Spark job restarts, and a Spark crash never holds an
-unacknowledged event. A child that dies is restarted with a growing delay; a
-child that exits with code 2 (a configuration error: bad cloud.yaml, no Java,
-checkpoint/database mismatch) stops the service, since restarting cannot fix it.
-SIGTERM or SIGINT stops both children gracefully.
+the broker while the Spark job restarts, a Spark crash never holds an
+unacknowledged event, and the dashboard's readers never slow either. A child
+that dies is restarted with a growing delay; a child that exits with code 2 (a
+configuration error: bad cloud.yaml, no Java, checkpoint/database mismatch)
+stops the service, since restarting cannot fix it. SIGTERM or SIGINT stops every
+child gracefully.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, Callable, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -26,9 +27,11 @@ STOP_TIMEOUT_S = 60.0
 class Child:
     """One supervised child process."""
 
-    def __init__(self, name: str, argv: list[str]) -> None:
+    def __init__(self, name: str, argv: list[str], *, one_shot: bool = False) -> None:
         self.name = name
         self.argv = argv
+        self.one_shot = one_shot      # done for good when it exits 0 (a retiring ingest worker)
+        self.finished = False
         self.proc: subprocess.Popen | None = None
         self.restarts = 0
         self.next_start = 0.0
@@ -49,11 +52,22 @@ class Child:
             self.proc.wait()
 
 
-def run_service(config: str, spark_args: list[str], log_level: str = "INFO", dashboard: bool = False) -> int:
-    """Run ingest and the Spark job (and the dashboard, when it has users) until a signal; returns the exit code."""
+def run_service(config: str, spark_args: list[str], log_level: str = "INFO", dashboard: bool = False,
+                ingest_workers: int = 1, retire_workers: Sequence[int] = (),
+                on_retired: Callable[[], None] | None = None) -> int:
+    """Run ingest (``ingest_workers`` processes), the Spark job and the dashboard (when it has users)
+    until a signal; returns the exit code.
+
+    ``retire_workers`` are ingest workers of an earlier, larger run: each lands what
+    its session still holds and ends it (see ``ingest``), then ``on_retired`` runs.
+    """
     base = [sys.executable, "-m", "edgewave.cloud.cli", "--log-level", log_level]
-    children = [Child("ingest", base + ["ingest", "--config", config]),
-                Child("spark", base + ["spark", "--config", config] + spark_args)]
+    children = [Child("ingest" if i == 0 else f"ingest-{i}", base + ["ingest", "--config", config, "--worker", str(i)])
+                for i in range(ingest_workers)]
+    children += [Child(f"ingest-{i}-retiring", base + ["ingest", "--config", config, "--worker", str(i), "--retire"],
+                       one_shot=True) for i in retire_workers]
+    retiring = [c for c in children if c.one_shot]
+    children.append(Child("spark", base + ["spark", "--config", config] + spark_args))
     if dashboard:
         children.append(Child("dashboard", base + ["dashboard", "--config", config]))
     else:
@@ -72,12 +86,20 @@ def run_service(config: str, spark_args: list[str], log_level: str = "INFO", das
     try:
         while not stopping.is_set():
             for child in children:
+                if child.finished:
+                    continue
                 if child.proc is None:
                     if time.monotonic() >= child.next_start:
                         child.start()
                     continue
                 rc = child.proc.poll()
                 if rc is None:
+                    continue
+                if child.one_shot and rc == 0:
+                    child.finished = True
+                    log.info("service child=%s finished", child.name)
+                    if all(c.finished for c in retiring) and on_retired is not None:
+                        on_retired()
                     continue
                 if rc == EXIT_CONFIG_ERROR:
                     log.error("service child=%s exited with a configuration error; stopping", child.name)

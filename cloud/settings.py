@@ -43,6 +43,7 @@ class IngestSettings:
     client_id: str = "edgewave-cloud-ingest"
     workers: int = 1                   # ingest processes `run` starts; each takes a share of the events
     share_group: str = "edgewave-ingest"   # the MQTT 5 shared-subscription group the workers form
+    retire_idle_s: float = 5.0         # a worker taken out of service ends its session after this long idle
     session_expiry_s: int = 7 * 24 * 3600
     receive_maximum: int = 1000
     commit_max_messages: int = 500

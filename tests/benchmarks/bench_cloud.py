@@ -6,7 +6,12 @@
    the default 2 s trigger and 2 s landing-file roll (target: every probe under 10 s).
    Baseline in the same run: the part up to ingest (observation -> event durable and
    visible in a closed landing file).
-2. Sustained throughput: how many events/s the Spark job processes in steady state
+2. Ingest scale-out: how fast 1 and then 2 ingest workers (one shared subscription)
+   drain the same backlog the broker queued for them while they were stopped,
+   measured from their start to the last event landed. The ratio 2 workers / 1 worker
+   is the capacity a second worker adds on this machine (broker and workers share its
+   cores).
+3. Sustained throughput: how many events/s the Spark job processes in steady state
    (micro-batches after the first, from its progress log), over a landing zone
    pre-filled with the test workload (10 % duplicates). Baseline in the same run:
    the rate ingest lands events from 5 publishing gateways; the job keeps up with
@@ -163,6 +168,33 @@ def job_throughput(tmp: Path, events: int) -> tuple[float, int]:
     return rate, len(workload.sequence)
 
 
+def ingest_drain_rate(tmp: Path, broker: MosquittoBroker, events: list[dict], workers: int) -> float:
+    """Events/s that ``workers`` ingest workers land, draining a backlog queued in their sessions."""
+    config = write_config(tmp, broker, ingest={"roll_seconds": 1, "commit_interval_ms": 50},
+                          live_feed={"max_rows": 1000})
+
+    def start(tag: str) -> list[CloudProcess]:
+        return [CloudProcess(["ingest", "--config", str(config), "--worker", str(i)], tmp / f"ingest-{tag}-{i}.log")
+                for i in range(workers)]
+
+    procs = start("subscribe")   # subscribe once, so the broker queues for every worker's session
+    for proc in procs:
+        wait_for(lambda: "ingest connected" in proc.log(), 30, "ingest to connect", alive=proc)
+    for proc in procs:
+        proc.stop()
+    publish(broker.host, broker.port, events)
+    started = time.monotonic()
+    procs = start("drain")
+    try:
+        wait_for(lambda: len(read_records(tmp / "landing" / "events")) >= len(events), 600,
+                 f"{workers} worker(s) to land the backlog", interval=0.5)
+        elapsed = time.monotonic() - started
+    finally:
+        for proc in procs:
+            proc.stop()
+    return len(events) / elapsed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer probes and events (about 3 minutes)")
@@ -178,6 +210,13 @@ def main(argv: list[str] | None = None) -> int:
             print("end-to-end delay (sensor observation -> agent -> cloud -> count in SQLite), trigger 2 s, "
                   "roll 2 s:", flush=True)
             to_sqlite, to_landing, ingest_rate = end_to_end(tmp / "e2e", broker, local, probes)
+            backlog = make_workload(unique=events // 5, duplicates=0, out_of_order=0, seed=5).sequence
+            drain: dict[int, float] = {}
+            for workers in (1, 2):
+                (tmp / f"drain-{workers}").mkdir()
+                drain[workers] = ingest_drain_rate(tmp / f"drain-{workers}", broker, backlog, workers)
+                print(f"  ingest, {workers} worker(s): {drain[workers]:,.0f} events/s draining {len(backlog):,} "
+                      f"queued events", flush=True)
         finally:
             local.stop()
             broker.stop()
@@ -189,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
           f"over {len(to_sqlite)} probes (target < {TARGET_DELAY_S:.0f} s)")
     print(f"  baseline, up to ingest (observation -> closed landing file): p50 {statistics.median(to_landing):.2f} s, "
           f"max {max(to_landing):.2f} s")
+    print(f"ingest scale-out: 2 workers drain {drain[2]:,.0f} events/s, 1 worker {drain[1]:,.0f} events/s: "
+          f"{drain[2] / drain[1]:.2f}x")
     print(f"Spark job sustained throughput: {job_rate:,.0f} events/s (steady state over {records:,} records)")
     print(f"  baseline, ingest landing rate from 5 gateways: {ingest_rate:,.0f} events/s; "
           f"job/ingest = {job_rate / ingest_rate:.2f}")
