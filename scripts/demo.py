@@ -1,7 +1,9 @@
 """`make demo`: one gateway and the cloud tier, end to end, on this machine.
 
-Starts two Mosquitto brokers (the gateway's local one and the cloud's), the cloud tier
-(ingest + Spark job), and the gateway agent; pushes the example config
+Provisions gw1 as an operator would (fleet CA, cloud broker configuration with TLS,
+password file and ACLs, `gateway add gw1`, the bundle installed with `edgewave-agent
+install --root`), starts the two Mosquitto brokers with the generated configurations
+(no anonymous clients), the cloud tier (ingest + Spark job), and the gateway agent over TLS; pushes the example config
 (configs/gateway-config.trig: the fire, intrusion, patient and close-friends patterns)
 with push-config; runs one minute of simulated sensors with two fires
 (configs/scenarios/demo.yaml) at real-time pace; then shows what the cloud aggregated
@@ -18,40 +20,18 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 from broker_process import MosquittoBroker  # noqa: E402  (the same launcher the tests use)
+from fleet_rig import FleetRig, installed_gateway  # noqa: E402  (provisioning through the real CLIs)
 
 BIN = Path(sys.executable).parent
-KEY = "demo-key-gw1"
 
 
 def say(message: str) -> None:
     print(f"[demo {time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
-def write_configs(work: Path, local: MosquittoBroker, cloud: MosquittoBroker) -> tuple[Path, Path]:
-    agent_yaml = work / "agent.yaml"
-    agent_yaml.write_text(f"""gateway: gw1
-data_dir: {work / 'agent'}
-local: {{host: {local.host}, port: {local.port}}}
-cloud: {{host: {cloud.host}, port: {cloud.port}}}
-status: {{interval_s: 5}}
-config: {{key: {KEY}}}
-significance: {{deadband_absolute: 2.0, max_silence_s: 300}}
-""")
-    cloud_yaml = work / "cloud.yaml"
-    cloud_yaml.write_text(f"""broker: {{host: {cloud.host}, port: {cloud.port}}}
-landing_zone: {work / 'cloud/landing'}
-database: {work / 'cloud/cloud.db'}
-spark:
-  checkpoint: {work / 'cloud/checkpoint'}
-  history: {work / 'cloud/history'}
-  trigger_seconds: 2
-gateways:
-  gw1: {{key: {KEY}}}
-""")
-    return agent_yaml, cloud_yaml
 
 
 def start(name: str, args: list[str], work: Path) -> subprocess.Popen:
@@ -80,13 +60,23 @@ def main(argv: list[str] | None = None) -> int:
     subprocess.run(["rm", "-rf", str(work)], check=True)
     work.mkdir(parents=True)
     procs: list[subprocess.Popen] = []
-    brokers = [MosquittoBroker(work / "local-broker"), MosquittoBroker(work / "cloud-broker")]
+    brokers: list[MosquittoBroker] = []
     try:
-        for broker in brokers:
-            broker.start()
-        local, cloud = brokers
-        say(f"brokers: gateway-local {local.url}, cloud {cloud.url}")
-        agent_yaml, cloud_yaml = write_configs(work, local, cloud)
+        # The secured topology: a fleet CA, the cloud broker with TLS, a password file and
+        # ACLs, gw1 provisioned and its bundle installed, its local broker with its own users.
+        say("provisioning: tls-init, broker-init, gateway add gw1, edgewave-agent install --root")
+        rig = FleetRig(work / "cloud", extra={"spark": {"checkpoint": str(work / "cloud/checkpoint"),
+                                                        "history": str(work / "cloud/history"),
+                                                        "trigger_seconds": 2}}).init(gateways=("gw1",))
+        brokers.append(rig.start_broker())
+        agent_yaml, local, _ = installed_gateway(rig, "gw1", work)
+        brokers.append(local)
+        settings = yaml.safe_load(agent_yaml.read_text())
+        settings.update(status={"interval_s": 5}, significance={"deadband_absolute": 2.0, "max_silence_s": 300})
+        agent_yaml.write_text(yaml.safe_dump(settings))
+        cloud_yaml = rig.config
+        say(f"brokers: gateway-local {local.url} (users agent, sensors), cloud 127.0.0.1:{rig.tls_port} (TLS) "
+            f"and 127.0.0.1:{rig.plain_port} (the cloud's own services), anonymous clients refused")
 
         procs.append(start("cloud", [str(BIN / "edgewave-cloud"), "run", "--config", str(cloud_yaml)], work))
         procs.append(start("agent", [str(BIN / "edgewave-agent"), "run", "--config", str(agent_yaml)], work))
@@ -104,7 +94,9 @@ def main(argv: list[str] | None = None) -> int:
         say("simulated sensors: 60 s of gw1's residence, real time, fires in rooms 3 and 2")
         sim = subprocess.run([str(BIN / "edgewave-sim"), "run", "--config", "configs/sim.yaml",
                               "--scenario", "configs/scenarios/demo.yaml", "--gateway", "gw1",
-                              "--broker", local.url, "--speed", "1", "--truth", str(truth)],
+                              "--broker", local.url, "--speed", "1", "--truth", str(truth),
+                              "--username", "sensors",
+                              "--password-file", str(work / "gw1-root/etc/edgewave/sensors.password")],
                              capture_output=True, text=True, cwd=REPO)
         if sim.returncode != 0:
             print(sim.stderr, file=sys.stderr)

@@ -2,6 +2,7 @@
 # Installs the Debian packages edgewave's tests and demo need, only where missing.
 # mosquitto: the real MQTT broker the tests and the demo run.
 # Java 17+: Spark (the cloud tier). chromium: the dashboard's browser tests.
+# systemd: systemd-analyze for the agent's unit file test (no service is started).
 # python3-venv: venvs for Debian's python3.
 set -euo pipefail
 
@@ -23,6 +24,10 @@ fi
 want=()
 if [ "${EDGEWAVE_BROWSER:-1}" = "1" ] && ! command -v chromium >/dev/null 2>&1; then
   want+=(chromium)
+fi
+# systemd-analyze verifies the unit `edgewave-agent install` writes (tests/integration/test_fleet_gateway.py).
+if ! command -v systemd-analyze >/dev/null 2>&1; then
+  want+=(systemd)
 fi
 
 if [ ${#need[@]} -eq 0 ] && [ ${#want[@]} -eq 0 ]; then
