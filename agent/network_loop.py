@@ -30,6 +30,8 @@ import time
 from collections import deque
 from typing import Any, Callable, Protocol
 
+from edgewave.shared.log_limit import LogLimiter
+
 log = logging.getLogger("edgewave.agent.mqtt")
 
 MISC_EVERY_S = 0.5     # keepalive pings and timeouts (paho's loop_misc)
@@ -63,6 +65,8 @@ class NetworkLoop:
         self._live = False         # the thread runs and takes calls (changed under _lock)
         self._stopping = False
         self._connecting: set[int] = set()   # id() of links whose connect attempt runs
+        self.callback_errors = 0
+        self._error_log = LogLimiter(period_s=60.0)
 
     # -- other threads -----------------------------------------------------------------
     def in_loop(self) -> bool:
@@ -190,16 +194,26 @@ class NetworkLoop:
                     pass
             for sock, link in owners.items():
                 client = link.client
-                if sock in readable or (getattr(sock, "pending", None) and sock.pending()):
-                    client.loop_read()
-                if sock in writable and client.socket() is sock:
-                    client.loop_write()
+                try:
+                    if sock in readable or (getattr(sock, "pending", None) and sock.pending()):
+                        client.loop_read()
+                    if sock in writable and client.socket() is sock:
+                        client.loop_write()
+                except Exception:   # a callback's failure must not end the loop both links depend on
+                    self._callback_failed(link)
             now = time.monotonic()
             if now >= next_misc:
                 next_misc = now + MISC_EVERY_S
                 for link in self._links:
                     if id(link) not in self._connecting and link.client.socket() is not None:
                         link.client.loop_misc()
+
+    def _callback_failed(self, link: LoopLink) -> None:
+        """Count and log (once a minute) an exception that escaped paho: the loop goes on."""
+        self.callback_errors += 1
+        if self._error_log.allow(link.name):
+            log.exception("mqtt loop=%s link=%s event=callback_failed errors_total=%d suppressed_since_last=%d",
+                          self.name, link.name, self.callback_errors, self._error_log.take_suppressed(link.name))
 
     def _start_connect(self, link: LoopLink) -> None:
         attempt = link.begin_connect()

@@ -90,3 +90,60 @@ def test_a_connect_attempt_that_hangs_does_not_hold_up_the_loop():
     finally:
         link.release.set()
         loop.remove(link)
+
+
+class _RaisingClient:
+    """A connected client whose message callback raises (paho lets it out of loop_read)."""
+
+    def __init__(self) -> None:
+        self.sock, self.peer = __import__("socket").socketpair()
+        self.reads = 0
+
+    def socket(self):  # noqa: ANN201
+        return self.sock
+
+    def want_write(self) -> bool:
+        return False
+
+    def loop_read(self) -> None:
+        self.reads += 1
+        self.sock.recv(4096)
+        raise RecursionError("a callback failed on a hostile message")
+
+    def loop_write(self) -> None:
+        pass
+
+    def loop_misc(self) -> None:
+        pass
+
+
+class RaisingLink:
+    def __init__(self) -> None:
+        self.name = "raising"
+        self.client = _RaisingClient()
+
+    def due(self, now: float) -> float | None:
+        return None
+
+    def begin_connect(self):  # noqa: ANN201
+        return None
+
+    def connect_finished(self, error: BaseException | None) -> None:
+        pass
+
+
+def test_an_exception_escaping_a_callback_is_counted_and_the_loop_goes_on():
+    loop = NetworkLoop("test")
+    link = RaisingLink()
+    loop.add(link)
+    try:
+        for _ in range(3):
+            link.client.peer.send(b"x")
+            deadline = time.monotonic() + 5
+            before = loop.callback_errors
+            while loop.callback_errors == before and time.monotonic() < deadline:
+                time.sleep(0.01)
+        assert loop.callback_errors == 3 and link.client.reads == 3
+        assert loop.call(lambda: "still serving") == "still serving"
+    finally:
+        loop.remove(link)
