@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from dataclasses import dataclass
 from itertools import accumulate, islice
-from typing import Callable, Sequence
+from typing import Sequence
 
 from edgewave.agent.config import AgentSettings
 from edgewave.shared import ntriples
+from edgewave.shared.log_limit import LogLimiter
 from edgewave.shared.topics import TopicError, parse_sensor_topic
 
 log = logging.getLogger("edgewave.agent.intake")
@@ -81,44 +81,6 @@ class Rejection:
     reason: str          # one of REASONS
     sensor: str
     detail: str
-
-
-class LogLimiter:
-    """Allows one log line per key per ``period_s``, and ``max_lines`` lines per period in
-    all (keys can be made up: a publisher inventing a sensor name per message must not
-    get a line per message); counts what it suppressed, per key."""
-
-    def __init__(self, period_s: float = 60.0, clock: Callable[[], float] = time.monotonic,
-                 max_lines: int = 100) -> None:
-        self.period_s = period_s
-        self.max_lines = max_lines
-        self._clock = clock
-        self._last: dict[str, float] = {}
-        self._window_start = float("-inf")
-        self._window_lines = 0
-        self.suppressed: dict[str, int] = {}
-
-    def allow(self, key: str) -> bool:
-        now = self._clock()
-        last = self._last.get(key)
-        if last is not None and now - last < self.period_s:
-            self._suppress(key)
-            return False
-        if now - self._window_start >= self.period_s:
-            self._window_start, self._window_lines = now, 0
-        if self._window_lines >= self.max_lines:
-            self._suppress(key)
-            return False
-        self._window_lines += 1
-        if len(self._last) > 10000:   # sensors come and go; keep the table small
-            self._last.clear()
-        self._last[key] = now
-        return True
-
-    def _suppress(self, key: str) -> None:
-        if key not in self.suppressed and len(self.suppressed) > 10000:
-            self.suppressed.clear()
-        self.suppressed[key] = self.suppressed.get(key, 0) + 1
 
 
 class Intake:

@@ -44,7 +44,8 @@ from typing import Any
 from edgewave.agent.config import AgentSettings, SettingsError
 from edgewave.agent.config_store import ConfigStore
 from edgewave.agent.engine import Engine, Match
-from edgewave.agent.intake import Intake, LogLimiter, Rejection
+from edgewave.agent.intake import Intake, Rejection
+from edgewave.shared.log_limit import LogLimiter
 from edgewave.agent.keyring import Keyring
 from edgewave.agent.mqtt_link import Ack, MqttLink, Will
 from edgewave.agent.network_loop import NetworkLoop

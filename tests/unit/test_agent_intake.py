@@ -4,8 +4,9 @@ from __future__ import annotations
 import logging
 
 from edgewave.agent.config import settings_from_dict
-from edgewave.agent.intake import (MALFORMED, OVERSIZED, UNKNOWN_STREAM, Intake, LogLimiter, Rejection,
+from edgewave.agent.intake import (MALFORMED, OVERSIZED, UNKNOWN_STREAM, Intake, Rejection,
                                    SensorEvent)
+from edgewave.shared.log_limit import LogLimiter
 
 GOOD = b'<http://ex.org/o1> <http://ex.org/temp> "21.5"^^<http://www.w3.org/2001/XMLSchema#decimal> .\n' \
        b'<http://ex.org/o1> <http://ex.org/by> <http://ex.org/s1> .\n'
