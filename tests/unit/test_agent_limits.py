@@ -17,12 +17,12 @@ from agent_harness import ALARM, alarm, config_document
 from edgewave.agent.config import SettingsError, settings_from_dict
 from edgewave.agent.intake import (DECODER_ERROR, MALFORMED, QUOTED_TOO_DEEP, REASONS, TOO_MANY_TRIPLES, Intake,
                                    Rejection, SensorEvent)
-from edgewave.shared.log_limit import LogLimiter
 from edgewave.agent.reconfigure import APPLIED, DECODER_ERROR as CONFIG_DECODER_ERROR, REJECTED, VERDICT_KINDS, judge
 from edgewave.agent.runtime import Agent
 from edgewave.agent.status import COUNTER_NAMES
 from edgewave.shared import configdoc, ntriples
 from edgewave.shared.configdoc import ConfigRejected, DocumentLimits, document_shape
+from edgewave.shared.log_limit import LogLimiter
 
 REPO = Path(__file__).resolve().parents[2]
 S, P, O = "<http://ex.org/s>", "<http://ex.org/p>", "<http://ex.org/o>"
