@@ -186,7 +186,7 @@ class Probe:
             return
         self.connect_error = None
         self.client.loop_start()
-        self.connack.wait(10)
+        self.connack.wait(30)             # TLS handshakes are slow on a loaded 2-core machine
 
     @property
     def connected(self) -> bool:
