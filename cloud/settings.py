@@ -152,6 +152,8 @@ class DashboardSettings:
     login_window_s: float = 900.0
     trusted_proxies: str | None = None
     query_timeout_s: float = 5.0
+    state_db: str | None = None        # the dashboard's own SQLite (alarms); default: dashboard.db beside the database
+    alarm_keys: dict[str, Any] = field(default_factory=dict)   # pattern -> the variables that tell its alarms apart
 
     def __post_init__(self) -> None:
         self.users = {str(name): entry for name, entry in (self.users or {}).items()}
@@ -174,6 +176,11 @@ class DashboardSettings:
             raise SettingsError("dashboard.offline_after_s, lagging_after_s and login_window_s must be positive")
         if self.login_failures_per_user < 1 or self.login_failures_per_address < 1:
             raise SettingsError("dashboard.login_failures_per_user and login_failures_per_address must be at least 1")
+        for pattern, variables in (self.alarm_keys or {}).items():
+            if not isinstance(variables, list) or not all(isinstance(v, str) and v for v in variables):
+                raise SettingsError(f"dashboard.alarm_keys.{pattern} must be a list of variable names "
+                                    f"(without '?'), e.g. [room]; [] for one alarm per gateway and pattern")
+        self.alarm_keys = {str(p): [v.lstrip("?$") for v in vs] for p, vs in (self.alarm_keys or {}).items()}
 
 
 @dataclass
@@ -193,6 +200,12 @@ class CloudSettings:
     def live_feed_path(self) -> Path:
         """The live feed's SQLite file (beside the database unless ``live_feed.path`` says otherwise)."""
         return Path(self.live_feed.path) if self.live_feed.path else Path(self.database).parent / "live.db"
+
+    @property
+    def dashboard_state_path(self) -> Path:
+        """The dashboard's own SQLite file (alarms), beside the database unless ``dashboard.state_db`` says otherwise."""
+        d = self.dashboard
+        return Path(d.state_db) if d.state_db else Path(self.database).parent / "dashboard.db"
 
     @property
     def events_dir(self) -> Path:

@@ -149,3 +149,37 @@ def fill_known_database(db_path: Path, now_ms: int | None = None) -> KnownData:
     data.expected_health = {"gw-ok": "online", "gw-will": "offline", "gw-silent": "offline", "gw-lag": "lagging",
                             "gw-zeta": "online"}
     return data
+
+
+class HttpSession:
+    """A logged-in session over plain HTTP (urllib and a cookie jar), for tests and benchmarks without a browser."""
+
+    def __init__(self, base_url: str, user: str = "alice", password: str | None = None) -> None:
+        import http.cookiejar
+        import re
+
+        self.base_url = base_url
+        self.jar = http.cookiejar.CookieJar()
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar))
+        page = self.get("/login").decode()
+        self.csrf = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
+        self.post("/login", {"username": user, "password": password or PASSWORDS[user], "csrf_token": self.csrf})
+        body = self.get("/").decode()
+        self.csrf = re.search(r'data-csrf="([^"]+)"', body).group(1)
+
+    def get(self, path: str, timeout: float = 30) -> bytes:
+        with self.opener.open(self.base_url + path, timeout=timeout) as response:
+            return response.read()
+
+    def post(self, path: str, form: dict[str, Any], timeout: float = 30) -> tuple[int, bytes]:
+        import urllib.parse
+
+        data = urllib.parse.urlencode(form, doseq=True).encode()
+        try:
+            with self.opener.open(urllib.request.Request(self.base_url + path, data=data), timeout=timeout) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
+    def cookie_header(self) -> str:
+        return "; ".join(f"{c.name}={c.value}" for c in self.jar)

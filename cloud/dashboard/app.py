@@ -7,20 +7,21 @@ Events:     GET /api/live/stream (server-sent events: live matches with their ev
 CSV:        GET /export/{name}.csv (matches, patterns, bindings, significant, delays, gateways),
             GET /export/gateways/{gw}/history.csv
 Operator:   POST /gateways/{gw}/push (a config document, validated, signed and pushed)
+Alarms and configuration: see alarm_pages.py and config_pages.py.
 
 Everything but /login and /static needs a session: pages redirect to the login
 page, the API and exports answer 401. Reads run in Starlette's thread pool (sync
-endpoints), each with its own read-only connection.
+endpoints), each with its own read-only connection. The dashboard writes only its
+own state file (alarms, through the follower and the operators' forms) and, when
+an operator pushes, push-config's record of the push.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
-import tempfile
-import threading
 import time
 from dataclasses import asdict
-from pathlib import Path
-from typing import Any
+from typing import Any, AsyncIterator
 from urllib.parse import quote, urlencode
 
 from starlette.applications import Starlette
@@ -33,28 +34,24 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.templating import Jinja2Templates
 
 from edgewave.cloud.settings import CloudSettings
 
-from . import export, live, queries
-from .auth import (CSRF_FIELD, OPERATOR, LoginLimiter, Users, client_address, csrf_ok, csrf_token, current_user,
-                   form_for, start_session)
+from . import alarm_pages, config_pages, export, live, queries
+from .alarms import AlarmStore
+from .auth import OPERATOR, LoginLimiter, Users, client_address, csrf_ok, current_user, form_for, start_session
+from .follower import FeedFollower
 from .bucketing import PRESETS_MS, RangeError, TimeRange, parse_range, series
-from .viewfmt import Formatter, viewer_zone
+from .rendering import HERE, render
+from .viewfmt import viewer_zone
 
 log = logging.getLogger("edgewave.cloud.dashboard")
 
-HERE = Path(__file__).resolve().parent
 SESSION_COOKIE = "edgewave_session"
 PUBLIC_PREFIXES = ("/login", "/static/")
-MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
 
 CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
                            "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
-
-templates = Jinja2Templates(directory=str(HERE / "templates"))
-
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
@@ -118,13 +115,6 @@ def _range_params(rng: TimeRange) -> str:
     if rng.label in PRESETS_MS:
         return urlencode({"range": rng.label})
     return urlencode({"start": rng.start_ms, "end": rng.end_ms})
-
-
-def render(request: Request, template: str, context: dict[str, Any], status_code: int = 200) -> Response:
-    """A page or fragment with what every template needs: the user, the CSRF token, the formatter."""
-    base = {"request": request, "user": current_user(request), "csrf_token": csrf_token(request),
-            "csrf_field": CSRF_FIELD, "v": Formatter(viewer_zone(request))}
-    return templates.TemplateResponse(request, template, {**base, **context}, status_code=status_code)
 
 
 def _gateways(request: Request, q: queries.Query) -> list[queries.GatewayRow]:
@@ -327,7 +317,7 @@ def api_gateway_history(request: Request) -> Response:
 
 
 async def push_config_form(request: Request) -> Response:
-    """Operator only: validate a config document, then sign and push it (in the background) with push-config's code."""
+    """Operator only: validate an uploaded config document, then sign and push it with push-config's code."""
     form = await form_for(request, OPERATOR)
     user = current_user(request)
     gateway = request.path_params["gateway"]
@@ -335,15 +325,7 @@ async def push_config_form(request: Request) -> Response:
     upload = form.get("document")
     text = await upload.read() if hasattr(upload, "read") else str(upload or "").encode()
     fmt = str(form.get("format") or "trig")
-    error = None
-    if fmt not in ("trig", "turtle"):
-        error = "format must be trig or turtle"
-    elif not text.strip():
-        error = "the document is empty"
-    elif len(text) > MAX_DOCUMENT_BYTES:
-        error = f"the document is larger than {MAX_DOCUMENT_BYTES // (1024 * 1024)} MiB"
-    if error is None:
-        error = await run_in_threadpool(_validate_for_push, settings, gateway, text, fmt)
+    error = await run_in_threadpool(config_pages.validate_for_push, settings, [gateway], text, fmt)
     if error is not None:
         log.warning("dashboard push refused user=%s gateway=%s reason=%r", user.name if user else "", gateway, error)
         with _reader(request).query() as q:
@@ -352,40 +334,8 @@ async def push_config_form(request: Request) -> Response:
             pushes = queries.config_pushes(q, row.gateway)
         return render(request, "gateway.html", {"g": row, "history": history, "pushes": pushes, "nav": "gateways",
                                                 "has_key": gateway in settings.gateways, "push_error": error}, 400)
-    threading.Thread(target=_push_in_background, args=(settings, gateway, text, fmt, user.name if user else ""),
-                     name=f"push-{gateway}", daemon=True).start()
+    config_pages.start_push(settings, [gateway], text, fmt, user.name if user else "")
     return RedirectResponse(f"/gateways/{quote(gateway)}?pushed=1", status_code=303)
-
-
-def _validate_for_push(settings: CloudSettings, gateway: str, text: bytes, fmt: str) -> str | None:
-    from edgewave.cloud.publisher import InvalidDocument, validate_document
-    from edgewave.cloud.settings import SettingsError
-
-    try:
-        settings.gateway_key(gateway)
-        validate_document(text.decode("utf-8-sig"), fmt)
-    except (InvalidDocument, SettingsError) as exc:
-        return str(exc)
-    except UnicodeDecodeError:
-        return "the document is not UTF-8 text"
-    return None
-
-
-def _push_in_background(settings: CloudSettings, gateway: str, text: bytes, fmt: str, user: str) -> None:
-    """push-config's own code path: version, record, sign, publish retained, wait for the ack."""
-    from edgewave.cloud.publisher import push_config
-
-    with tempfile.TemporaryDirectory(prefix="edgewave-push-") as tmp:
-        path = Path(tmp) / f"config.{'trig' if fmt == 'trig' else 'ttl'}"
-        path.write_bytes(text)
-        try:
-            outcomes = push_config(settings, [gateway], path, fmt=fmt, out=lambda line: None)
-        except Exception as exc:  # the broker unreachable, the database busy: logged, the page shows the push table
-            log.error("dashboard push failed user=%s gateway=%s error=%r", user, gateway, str(exc))
-            return
-    for outcome in outcomes:
-        log.info("dashboard push user=%s gateway=%s version=%s status=%s reason=%r", user, gateway,
-                 outcome.version, outcome.status, outcome.reason)
 
 
 # -- exports ---------------------------------------------------------------------------------
@@ -430,6 +380,17 @@ async def busy_error(request: Request, exc: Exception) -> Response:
     return render(request, "error.html", {"status": 503, "message": message}, 503)
 
 
+@contextlib.asynccontextmanager
+async def _follow_the_feed(app: Starlette) -> AsyncIterator[None]:
+    """While the server runs, the follower folds the live feed into alarms (see follower.py)."""
+    app.state.follower.start()
+    try:
+        yield
+    finally:
+        app.state.follower.stop()
+        app.state.alarms.close()
+
+
 def create_app(settings: CloudSettings, secret_key: str) -> Starlette:
     """The dashboard over ``settings.database``; ``secret_key`` signs the session cookies."""
     d = settings.dashboard
@@ -444,6 +405,18 @@ def create_app(settings: CloudSettings, secret_key: str) -> Starlette:
         Route("/gateways/table", gateways_table),
         Route("/gateways/{gateway}", gateway_page),
         Route("/gateways/{gateway}/push", push_config_form, methods=["POST"]),
+        Route("/gateways/{gateway}/config", config_pages.gateway_config_page),
+        Route("/gateways/{gateway}/config/diff", config_pages.diff_page),
+        Route("/gateways/{gateway}/config/rollback", config_pages.rollback, methods=["POST"]),
+        Route("/config", config_pages.config_page),
+        Route("/config/push", config_pages.push_form, methods=["POST"]),
+        Route("/alarms", alarm_pages.alarms_page),
+        Route("/alarms/{alarm_id}", alarm_pages.alarm_page),
+        Route("/alarms/{alarm_id}/ack", alarm_pages.acknowledge, methods=["POST"]),
+        Route("/alarms/{alarm_id}/clear", alarm_pages.clear, methods=["POST"]),
+        Route("/matches/{event_id:path}", alarm_pages.match_page),
+        Route("/api/alarms", alarm_pages.api_alarms),
+        Route("/api/alarms/stream", alarm_pages.alarms_stream),
         Route("/api/matches", api_matches),
         Route("/api/overview", api_overview),
         Route("/api/gateways", api_gateways),
@@ -460,11 +433,13 @@ def create_app(settings: CloudSettings, secret_key: str) -> Starlette:
                    max_age=d.session_max_age_s, same_site="lax", https_only=d.secure_cookies),
         Middleware(LoginRequired),
     ]
-    app = Starlette(routes=routes, middleware=middleware,
+    app = Starlette(routes=routes, middleware=middleware, lifespan=_follow_the_feed,
                     exception_handlers={HTTPException: http_error, queries.QueryTimeout: busy_error})
     app.state.settings = settings
     app.state.reader = queries.Reader(settings.database, d.query_timeout_s)
     app.state.users = Users(d)
     app.state.live_streams = 0
+    app.state.alarms = AlarmStore(settings.dashboard_state_path, d.alarm_keys)
+    app.state.follower = FeedFollower(settings.live_feed_path, app.state.alarms)
     app.state.limiter = LoginLimiter(d.login_failures_per_user, d.login_failures_per_address, d.login_window_s)
     return app

@@ -4,11 +4,13 @@ Ingest appends every event it lands to the live feed (cloud/live_feed.py, its ow
 small SQLite file) right after the group commit, so an operator sees a match
 within about a second of the cloud having it, long before the Spark job's next
 micro-batch. ``GET /api/live/stream`` follows the feed by ``seq``: it first sends
-the newest ``backlog`` events, then polls the feed (read-only, ``read_feed``)
-every POLL_S and sends what is new, each as an SSE message whose ``id`` is the
-seq, so a browser that reconnects (EventSource does so by itself, sending
+the newest ``backlog`` events (read from the feed, read-only), then what the
+dashboard's follower (follower.py, the one reader of the feed) has read since,
+checking every POLL_S, each as an SSE message whose ``id`` is the seq, so a
+browser that reconnects (EventSource does so by itself, sending
 ``Last-Event-ID``) gets exactly what it missed while the feed still holds it.
-Each event carries its evidence: the bindings and the triples that made it.
+Each event carries its evidence: the bindings, the window, the triples that made
+it and, when the event says so, which of them were entailed (``evidence``).
 """
 from __future__ import annotations
 
@@ -25,14 +27,16 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from edgewave.cloud.live_feed import read_feed
 
+from .evidence import evidence_of
+
 log = logging.getLogger("edgewave.cloud.dashboard.live")
 
-POLL_S = 0.5
+POLL_S = 0.1
 HEARTBEAT_S = 15.0
 MAX_BACKLOG = 200
 BATCH = 200
-MAX_STREAMS = 32
-"""Open streams at most (each polls the feed twice a second); more get 503 and their browser retries."""
+MAX_STREAMS = 200
+"""Open streams at most (each checks the follower's buffer in memory); more get 503 and their browser retries."""
 
 
 def _int_param(request: Request, name: str, default: int, lo: int, hi: int) -> int:
@@ -51,9 +55,13 @@ def _filters(request: Request) -> dict[str, str | None]:
             "pattern": request.query_params.get("pattern") or None}
 
 
+def _wanted(item: dict[str, Any], filters: dict[str, str | None]) -> bool:
+    return all(value is None or item.get(name) == value for name, value in filters.items())
+
+
 def _message(item: dict[str, Any]) -> str:
     """One SSE message; the event name is the kind (only the two known ones: a name is not escaped)."""
-    data = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
+    data = json.dumps({**item, "evidence": evidence_of(item).as_json()}, ensure_ascii=False, separators=(",", ":"))
     kind = item["kind"] if item["kind"] in ("match", "significant") else "event"
     return f"id: {int(item['seq'])}\nevent: {kind}\ndata: {data}\n\n"
 
@@ -72,6 +80,7 @@ async def live_stream(request: Request) -> Response:
     if state.live_streams >= MAX_STREAMS:
         return Response("too many live streams open; retrying", status_code=503, headers={"Retry-After": "5"})
     path = state.settings.live_feed_path
+    follower = state.follower
     filters = _filters(request)
     resume = request.headers.get("last-event-id") or request.query_params.get("after")
     try:
@@ -86,17 +95,23 @@ async def live_stream(request: Request) -> Response:
         try:
             yield "retry: 2000\n\n"
             if after is None:
+                top = await run_in_threadpool(read_feed, path, 0, 1, newest_first=True)
                 newest = await run_in_threadpool(read_feed, path, 0, max(backlog, 1), newest_first=True, **filters)
                 for item in reversed(newest[:backlog]):
                     yield _message(item)
-                after = newest[0]["seq"] if newest else 0
+                after = max([row["seq"] for row in top[:1] + newest[:1]], default=0)
             last_sent = time.monotonic()
             while not await request.is_disconnected():
-                items = await run_in_threadpool(read_feed, path, after, BATCH, **filters)
+                items = follower.items_after(after, BATCH)
+                if items is None:     # further back than the follower's buffer: from the file
+                    items = await run_in_threadpool(read_feed, path, after, BATCH)
+                sent = False
                 for item in items:
                     after = item["seq"]
-                    yield _message(item)
-                if items:
+                    if _wanted(item, filters):
+                        sent = True
+                        yield _message(item)
+                if sent:
                     last_sent = time.monotonic()
                 elif time.monotonic() - last_sent > HEARTBEAT_S:
                     yield ": keep-alive\n\n"

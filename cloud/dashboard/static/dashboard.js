@@ -45,7 +45,108 @@
     if (el) drawMatches(el);
     var live = document.getElementById("live-table");
     if (live) followLive(live);
+    var alarms = document.getElementById("alarms-table");
+    if (alarms) followAlarms(alarms);
   });
+
+  function el(tag, text, cls) {
+    var node = document.createElement(tag);
+    if (text != null) node.textContent = text;
+    if (cls) node.className = cls;
+    return node;
+  }
+
+  function when(ms) { return ms == null ? "–" : new Date(ms).toLocaleString(); }
+
+  // A match's evidence, unfolded on click: window, contributing triples, entailed ones marked with their axioms.
+  function evidencePanel(item, ev) {
+    var details = el("details", null, "evidence");
+    var n = ev.triples.length;
+    var entailed = ev.triples.filter(function (t) { return t.entailed; }).length;
+    details.appendChild(el("summary", n + (n === 1 ? " triple" : " triples") + (entailed ? ", " + entailed + " entailed" : "")));
+    var meta = el("dl", null, "evidence-meta");
+    meta.appendChild(el("dt", "Window"));
+    meta.appendChild(el("dd", when(ev.window_start) + " – " + when(ev.window_end)));
+    details.appendChild(meta);
+    var list = el("ol", null, "triples");
+    ev.triples.forEach(function (t) {
+      var li = el("li", null, "triple" + (t.entailed ? " entailed" : ""));
+      if (t.time_ms != null) li.appendChild(el("span", when(t.time_ms) + " ", "muted"));
+      li.appendChild(el("code", t.text));
+      if (t.entailed) {
+        li.appendChild(document.createTextNode(" "));
+        li.appendChild(el("span", "entailed", "badge lagging"));
+        if (t.source) { var from = el("div", "from ", "muted"); from.appendChild(el("code", t.source)); li.appendChild(from); }
+        if (t.axioms.length) {
+          var ul = el("ul", null, "axioms");
+          t.axioms.forEach(function (a) { var x = el("li"); x.appendChild(el("code", a)); ul.appendChild(x); });
+          li.appendChild(ul);
+        }
+      }
+      list.appendChild(li);
+    });
+    details.appendChild(list);
+    if (item.kind === "match") {
+      var link = el("a", "all of this match's evidence");
+      link.href = "/matches/" + encodeURIComponent(item.id);
+      details.appendChild(link);
+    }
+    return details;
+  }
+
+  // Alarms: server-sent events from /api/alarms/stream, one per changed alarm; the row is replaced or put on top.
+  function followAlarms(table) {
+    var body = table.querySelector("tbody");
+    var badge = document.getElementById("alarms-state");
+    var STATE_BADGE = { active: "offline", acknowledged: "lagging", cleared: "online" };
+
+    function row(a) {
+      var tr = el("tr", null, "alarm-" + a.state + " fresh");
+      tr.setAttribute("data-alarm-id", String(a.id));
+      tr.setAttribute("data-state", a.state);
+      tr.setAttribute("data-count", String(a.count));
+      var first = el("td");
+      var link = el("a", when(a.last_seen_ms));
+      link.href = "/alarms/" + a.id;
+      first.appendChild(link);
+      tr.appendChild(first);
+      var st = el("td");
+      st.appendChild(el("span", a.state, "badge " + STATE_BADGE[a.state]));
+      tr.appendChild(st);
+      tr.appendChild(el("td", a.gateway));
+      tr.appendChild(el("td", a.pattern));
+      var key = el("td", null, "value bindings");
+      key.textContent = a.key.map(function (k) { return "?" + k.variable + " = " + (k.value == null ? "–" : k.value); }).join("\n") || "–";
+      tr.appendChild(key);
+      tr.appendChild(el("td", String(a.count), "n"));
+      tr.appendChild(el("td", when(a.first_seen_ms)));
+      return tr;
+    }
+
+    function update(evt) {
+      var a = JSON.parse(evt.data);
+      var old = body.querySelector("tr[data-alarm-id='" + a.id + "']");
+      if (old) old.remove();
+      var empty = body.querySelector("tr.empty");
+      if (empty) empty.remove();
+      var wantOpen = table.getAttribute("data-src").indexOf("state=all") < 0;
+      if (wantOpen && a.state === "cleared") return;
+      body.insertBefore(row(a), body.firstChild);
+    }
+
+    function state(name) { badge.textContent = name; badge.setAttribute("data-state", name);
+      badge.className = "badge " + (name === "live" ? "online" : "lagging"); }
+
+    var source = new EventSource(table.getAttribute("data-src"));
+    source.addEventListener("alarm", update);
+    source.onopen = function () { state("live"); };
+    source.onerror = function () {
+      state("reconnecting");
+      fetch("/api/alarms?since=1h", { credentials: "same-origin" }).then(function (r) {
+        if (r.status === 401) { source.close(); window.location.href = "/login?next=/alarms"; }
+      });
+    };
+  }
 
   // Live events: server-sent events from /api/live/stream, newest on top, at most MAX_ROWS kept.
   function followLive(table) {
@@ -83,18 +184,9 @@
       }
       cell(row, (item.bindings || []).map(function (b) { return "?" + b.variable + " = " + b.value; }).join("\n"),
            "value bindings");
-      var evidence = cell(row, "");
-      var triples = item.triples || [];
-      if (triples.length) {
-        var details = document.createElement("details");
-        var summary = document.createElement("summary");
-        summary.textContent = triples.length + (triples.length === 1 ? " triple" : " triples");
-        var pre = document.createElement("pre");
-        pre.textContent = triples.join("\n");
-        details.appendChild(summary);
-        details.appendChild(pre);
-        evidence.appendChild(details);
-      }
+      var evidence = cell(row, "", "evidence-cell");
+      var ev = item.evidence || { triples: [] };
+      if (ev.triples.length) evidence.appendChild(evidencePanel(item, ev));
       body.insertBefore(row, body.firstChild);
       while (body.rows.length > MAX_ROWS) body.deleteRow(body.rows.length - 1);
       table.setAttribute("data-count", String(count));

@@ -1,0 +1,130 @@
+"""What made a match: its bindings, its window and the triples that contributed, for the evidence views.
+
+The live feed's row of a match carries its bindings, the window interval and the
+contributing triples as N-Triples statements. An event may also say which of
+those triples the gateway entailed and by which schema axioms (the optional
+``ENTAILMENT_FIELD``); when it does, each entailed triple is marked and shows its
+axiom chain, and an event without it shows the triples as they are. Per-triple
+timestamps are shown where the event carries them. One function serves the
+server-rendered evidence pages and the live page's panel (which gets the same
+structure inside each server-sent event).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+ENTAILMENT_FIELDS = ("entailment", "entailed")
+"""Where an event names its entailed triples: the live feed's column, or the uplink event's field."""
+MAX_AXIOMS = 32
+
+
+@dataclass
+class TripleView:
+    text: str
+    entailed: bool = False
+    axioms: list[str] = field(default_factory=list)
+    time_ms: int | None = None
+    source: str | None = None       # the asserted triple it was entailed from, when the event says
+
+
+@dataclass
+class Evidence:
+    event_id: str
+    gateway: str
+    pattern: str | None
+    bindings: list[tuple[str, str]]
+    window_start: int | None
+    window_end: int | None
+    emitted_at: int | None
+    ingest_ms: int | None
+    triples: list[TripleView]
+    has_entailment: bool
+
+    def as_json(self) -> dict[str, Any]:
+        return {"window_start": self.window_start, "window_end": self.window_end,
+                "has_entailment": self.has_entailment, "triples": [asdict(t) for t in self.triples]}
+
+
+def _loaded(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return None
+    return value
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _statement(text: str) -> str:
+    """A triple as the event writes it: ``s p o .`` (the trailing dot added when missing)."""
+    text = text.strip()
+    return text if text.endswith(".") else f"{text} ."
+
+
+def _text(term: Any) -> str | None:
+    """A statement given as text, or as [s, p, o]."""
+    if isinstance(term, str):
+        return _statement(term)
+    if isinstance(term, list) and len(term) == 3 and all(isinstance(t, str) for t in term):
+        return _statement(" ".join(term))
+    return None
+
+
+def _entailments(raw: Any, triples: list[str]) -> dict[str, tuple[list[str], str | None]]:
+    """{statement: (axiom chain, source)} from the event's entailment field, whichever of its shapes it
+    uses: a list of {triple | index, axioms | via, source}, or a mapping statement -> axioms."""
+    raw = _loaded(raw)
+    out: dict[str, tuple[list[str], str | None]] = {}
+    if isinstance(raw, dict):
+        raw = [{"triple": k, "axioms": v} for k, v in raw.items()]
+    if not isinstance(raw, list):
+        return out
+    for entry in raw:
+        if isinstance(entry, str):
+            out[_statement(entry)] = ([], None)
+            continue
+        if not isinstance(entry, dict):
+            continue
+        target = _text(entry.get("triple", entry.get("statement")))
+        index = _int(entry.get("index"))
+        if target is None and index is not None and 0 <= index < len(triples):
+            target = _statement(triples[index])
+        if target is None:
+            continue
+        axioms = entry.get("axioms", entry.get("via", entry.get("chain", [])))
+        if isinstance(axioms, str):
+            axioms = [axioms]
+        chain = [t for t in (_text(a) for a in axioms) if t] if isinstance(axioms, list) else []
+        out[target] = (chain[:MAX_AXIOMS], _text(entry.get("source")))
+    return out
+
+
+def _times(item: dict[str, Any], count: int) -> list[int | None]:
+    """Per-triple timestamps when the row carries them (``triple_times``/``tripleTimes``, aligned with triples)."""
+    raw = _loaded(item.get("triple_times", item.get("tripleTimes")))
+    if isinstance(raw, list) and len(raw) == count:
+        return [_int(v) for v in raw]
+    return [None] * count
+
+
+def evidence_of(item: dict[str, Any]) -> Evidence:
+    """The evidence of one live-feed row (a match or a significant observation)."""
+    triples = [t for t in (_loaded(item.get("triples")) or []) if isinstance(t, str)]
+    raw = next((item[name] for name in ENTAILMENT_FIELDS if item.get(name) not in (None, "", "[]")), None)
+    entailed = _entailments(raw, triples)
+    times = _times(item, len(triples))
+    views = []
+    for text, time_ms in zip(triples, times):
+        found = entailed.get(_statement(text))
+        axioms, source = found if found is not None else ([], None)
+        views.append(TripleView(text, found is not None, axioms, time_ms, source))
+    bindings = [(str(b.get("variable")), str(b.get("value"))) for b in (_loaded(item.get("bindings")) or [])
+                if isinstance(b, dict)]
+    return Evidence(str(item.get("id", "")), str(item.get("gateway", "")), item.get("pattern"), bindings,
+                    _int(item.get("window_start")), _int(item.get("window_end")), _int(item.get("emitted_at")),
+                    _int(item.get("ingest_ms")), views, bool(entailed))

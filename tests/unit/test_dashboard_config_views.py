@@ -1,0 +1,58 @@
+"""The configuration pages' pieces: push status that always ends, diffs, highlighting, and evidence views."""
+from __future__ import annotations
+
+import json
+
+from edgewave.cloud.dashboard.configs import TIMED_OUT, Push, diff_lines
+from edgewave.cloud.dashboard.evidence import evidence_of
+from edgewave.cloud.dashboard.highlight import highlight
+
+
+def push(status: str, pushed_ms: int = 1_000_000, reason: str = "") -> Push:
+    return Push("gw1", 3, "trig", "", pushed_ms, status, reason, None)
+
+
+def test_a_push_status_always_ends():
+    assert push("pending").shown_status(now_ms=1_000_000 + 29_000, ack_timeout_s=30) == "pending"
+    assert push("pending").shown_status(now_ms=1_000_000 + 31_000, ack_timeout_s=30) == TIMED_OUT
+    assert push("timeout").shown_status(now_ms=1_000_001, ack_timeout_s=30) == TIMED_OUT
+    assert push("applied").shown_status(now_ms=10 ** 12, ack_timeout_s=30) == "applied"
+    assert push("rejected", reason="pattern 'x': bad").shown_status(now_ms=10 ** 12, ack_timeout_s=30) == "rejected"
+
+
+def test_the_diff_of_two_versions_numbers_its_lines():
+    old = "a\nb\nc\nd\n"
+    new = "a\nB\nc\nd\ne\n"
+    lines = [(l.kind, l.text, l.old_no, l.new_no) for l in diff_lines(old, new, "v1", "v2")]
+    assert lines == [("file", "--- v1", None, None), ("file", "+++ v2", None, None), ("hunk", "@@ -1,4 +1,5 @@", None, None),
+                     ("ctx", "a", 1, 1), ("del", "b", 2, None), ("add", "B", None, 2), ("ctx", "c", 3, 3),
+                     ("ctx", "d", 4, 4), ("add", "e", None, 5)]
+    assert diff_lines(old, old, "v1", "v1") == []
+
+
+def test_patterns_are_highlighted_and_escaped():
+    html = str(highlight('SELECT ?room WHERE { ?s ex:in <http://x/a> . FILTER(?t < 5) } # "<b>"'))
+    assert '<span class="hl-kw">SELECT</span>' in html and '<span class="hl-var">?room</span>' in html
+    assert '<span class="hl-pn">ex:in</span>' in html and '<span class="hl-iri">&lt;http://x/a&gt;</span>' in html
+    assert '&lt; <span class="hl-num">5</span>' in html and '<span class="hl-com"># &#34;&lt;b&gt;&#34;</span>' in html
+    assert "<b>" not in html
+
+
+def test_evidence_marks_entailed_triples_when_the_event_names_them_and_works_without():
+    triples = ['<http://x/o1> <http://x/type> <http://x/Smoke> .', '<http://x/o1> <http://x/v> "1" .']
+    row = {"id": "urn:edgewave:event:1", "gateway": "gw1", "kind": "match", "pattern": "fire", "window_start": 1000,
+           "window_end": 2000, "emitted_at": 2100, "ingest_ms": 2200, "bindings": [{"variable": "o", "value": "<http://x/o1>"}],
+           "triples": triples}
+    plain = evidence_of(row)
+    assert [t.entailed for t in plain.triples] == [False, False] and not plain.has_entailment
+    assert plain.bindings == [("o", "<http://x/o1>")] and (plain.window_start, plain.window_end) == (1000, 2000)
+    axioms = ["<http://x/AcmeSmoke> rdfs:subClassOf <http://x/Smoke> ."]
+    for field in ({"entailment": json.dumps([{"triple": triples[0], "axioms": axioms}])},
+                  {"entailment": [{"index": 0, "axioms": axioms}]},
+                  {"entailed": {triples[0].rstrip(" ."): axioms}},
+                  {"entailment": [{"triple": ["<http://x/o1>", "<http://x/type>", "<http://x/Smoke>"],
+                                   "source": ["<http://x/o1>", "<http://x/type>", "<http://x/AcmeSmoke>"],
+                                   "axioms": [["<http://x/AcmeSmoke>", "rdfs:subClassOf", "<http://x/Smoke>"]]}]}):
+        marked = evidence_of({**row, **field})
+        assert [(t.entailed, t.axioms) for t in marked.triples] == [(True, axioms), (False, [])], field
+        assert marked.has_entailment
