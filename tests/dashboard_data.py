@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import socket
 import time
 import urllib.error
@@ -19,6 +20,7 @@ from edgewave.cloud.aggregates import BatchAggregates, apply_batch, delay_bucket
 from edgewave.cloud.database import open_database, transaction
 from edgewave.cloud.dashboard.auth import hash_password
 
+REPO = Path(__file__).resolve().parent.parent
 MINUTE = 60_000
 PASSWORDS = {"alice": "alice-operator-pw", "victor": "victor-viewer-pw"}
 ROLES = {"alice": "operator", "victor": "viewer"}
@@ -183,3 +185,12 @@ class HttpSession:
 
     def cookie_header(self) -> str:
         return "; ".join(f"{c.name}={c.value}" for c in self.jar)
+
+
+def save_screenshot(page: Any, name: str) -> None:
+    """A full-page screenshot (checked to be a real PNG); written to docs/images/ with EDGEWAVE_UPDATE_SCREENSHOTS=1."""
+    png = page.screenshot(full_page=True)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+    if os.environ.get("EDGEWAVE_UPDATE_SCREENSHOTS") == "1":
+        (REPO / "docs" / "images").mkdir(parents=True, exist_ok=True)
+        (REPO / "docs" / "images" / name).write_bytes(png)

@@ -147,7 +147,7 @@ async def push_form(request: Request) -> Response:
     form = await form_for(request, OPERATOR)
     user = current_user(request)
     settings = _settings(request)
-    text = str(form.get("document") or "").encode()
+    text = str(form.get("document") or "").replace("\r\n", "\n").encode()   # a textarea sends CRLF
     fmt = str(form.get("format") or "trig")
     with _reader(request).query() as q:
         known = _known_gateways(request, q)

@@ -21,8 +21,8 @@ import pytest
 from cloud_harness import CloudProcess, landing_record
 from edgewave.cloud.live_feed import LiveFeedWriter
 from edgewave.shared.events import match_event, significant_event
-from dashboard_data import PASSWORDS, KnownData, fill_known_database, free_port, wait_until_serving, \
-    write_dashboard_config
+from dashboard_data import PASSWORDS, KnownData, fill_known_database, free_port, save_screenshot, \
+    wait_until_serving, write_dashboard_config
 
 playwright_sync = pytest.importorskip("playwright.sync_api")
 
@@ -154,7 +154,7 @@ def test_overview_chart_shows_the_counts_in_sqlite(context, dashboard):
     page.set_viewport_size({"width": 1280, "height": 1400})
     page.goto("/?range=24h")
     page.wait_for_selector("#matches-chart[data-drawn=chart] canvas")
-    _screenshot(page, "dashboard-overview.png")
+    save_screenshot(page, "dashboard-overview.png")
 
 
 def test_overview_csv_export_is_in_the_viewers_zone(context, dashboard):
@@ -212,7 +212,7 @@ def test_offline_and_lagging_gateways_stand_out_and_come_first(context, dashboar
     # They stand out: a coloured row, not just a word.
     assert rows.nth(0).evaluate("r => getComputedStyle(r).backgroundColor") != \
         rows.nth(3).evaluate("r => getComputedStyle(r).backgroundColor")
-    _screenshot(page, "dashboard-gateways.png")
+    save_screenshot(page, "dashboard-gateways.png")
     # A gateway's page shows its status history, newest first.
     page.click("text=gw-ok")
     page.wait_for_url(re.compile(r"/gateways/gw-ok$"))
@@ -358,11 +358,3 @@ def test_failed_logins_are_rate_limited_per_user_and_per_address(browser, dashbo
     finally:
         ctx.close()
     assert "dashboard login refused reason=rate_limited user=alice" in dashboard.proc.log()
-
-
-def _screenshot(page, name: str) -> None:
-    png = page.screenshot(full_page=True)
-    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
-    if os.environ.get("EDGEWAVE_UPDATE_SCREENSHOTS") == "1":
-        (REPO / "docs" / "images").mkdir(parents=True, exist_ok=True)
-        (REPO / "docs" / "images" / name).write_bytes(png)

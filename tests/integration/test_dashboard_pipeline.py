@@ -1,0 +1,301 @@
+"""The dashboard's acceptance: a real pipeline fills the database, a real browser checks what the pages say.
+
+Sensor messages -> gateway Mosquitto -> `edgewave-agent run` -> cloud Mosquitto -> `edgewave-cloud run`
+(ingest, the Spark job and the dashboard), with the agent configured by `push-config`. One pipeline serves
+the whole module; the tests run in file order (the last one stops the agent).
+
+EDGEWAVE_UPDATE_SCREENSHOTS=1 also writes the live, alarm and configuration screenshots to docs/images/.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+import yaml
+
+from agent_harness import ALARM, KEY, AgentProcess, Publisher, alarm
+from broker_process import MosquittoBroker
+from cloud_harness import CloudProcess, query, wait_for, write_config
+from dashboard_data import PASSWORDS, ROLES, free_port, save_screenshot, wait_until_serving
+from edgewave.cloud.dashboard.auth import hash_password
+
+playwright_sync = pytest.importorskip("playwright.sync_api")
+
+CHROMIUM = os.environ.get("EDGEWAVE_CHROMIUM", "/usr/bin/chromium")
+EX = "http://example.org/"
+XSD_INTEGER = "<http://www.w3.org/2001/XMLSchema#integer>"
+FIRST_MATCHES = 4
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900),
+              pytest.mark.skipif(shutil.which("java") is None, reason="no Java for the Spark job"),
+              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium not installed")]
+
+
+def document(patterns: dict[str, str], static: str = "ex:s1 ex:locatedIn ex:room1 .") -> str:
+    """A config document (no ew:version: push-config assigns it)."""
+    blocks = " ,\n    ".join(f'[ a ew:Pattern ; ew:name "{name}" ; ew:query """{text}""" ]'
+                              for name, text in patterns.items())
+    return (f"@prefix ew: <https://edgewave.dev/ns#> .\n@prefix ex: <{EX}> .\n"
+            f"ew:config {{\n  ex:cfg a ew:GatewayConfig ;\n    ew:pattern {blocks} .\n}}\n"
+            f"ew:static {{ {static} }}\n")
+
+
+FIRST = document({"alarm": ALARM})
+
+
+@dataclass
+class Pipeline:
+    url: str
+    tmp: Path
+    db: Path
+    cloud: CloudProcess
+    agent: AgentProcess
+    sensors: Publisher
+    port: int
+
+    def publish_alarm(self, n: int) -> None:
+        """An alarm message that completes the `alarm` pattern on its own (room1, through static data)."""
+        self.sensors.publish("ew/in/alarm/s1", alarm(n))
+
+    def matches_in_sqlite(self) -> int:
+        rows = query(self.db, "SELECT SUM(count) FROM matches_per_minute")
+        return (rows[0][0] or 0) if rows else 0
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory) -> Iterator[Pipeline]:
+    tmp = tmp_path_factory.mktemp("pipeline")
+    local = MosquittoBroker(tmp / "local-broker").start()
+    cloud_broker = MosquittoBroker(tmp / "cloud-broker").start()
+    port = free_port()
+    users = {name: {"role": ROLES[name], "password_hash": hash_password(pw)} for name, pw in PASSWORDS.items()}
+    config = write_config(tmp, cloud_broker, dashboard={
+        "host": "127.0.0.1", "port": port, "users": users, "secret_key_file": str(tmp / "dashboard-secret"),
+        "offline_after_s": 60, "alarm_keys": {"alarm": ["room"]}})
+    cfg = yaml.safe_load(config.read_text())
+    cfg["gateways"] = {"gw1": {"key": KEY}}
+    cfg["push"] = {"ack_timeout_s": 30}
+    config.write_text(yaml.safe_dump(cfg))
+    cloud = CloudProcess(["run", "--config", str(config)], tmp / "cloud.log")
+    agent = AgentProcess(tmp / "agent", local, cloud_broker)
+    sensors = None
+    try:
+        wait_until_serving(port, cloud, timeout=180)
+        wait_for(lambda: "ingest connected" in cloud.log(), 120, "ingest to connect", alive=cloud)
+        agent.start()
+        (tmp / "first.trig").write_text(FIRST)
+        push = subprocess.run([sys.executable, "-m", "edgewave.cloud.cli", "push-config", "--config", str(config),
+                               "--gateway", "gw1", str(tmp / "first.trig")], capture_output=True, text=True,
+                              timeout=120)
+        assert push.returncode == 0, push.stdout + push.stderr
+        sensors = Publisher(local, "sensors")
+        p = Pipeline(f"http://127.0.0.1:{port}", tmp, tmp / "cloud.db", cloud, agent, sensors, port)
+        for n in range(1, FIRST_MATCHES + 1):
+            p.publish_alarm(n)
+        wait_for(lambda: p.matches_in_sqlite() >= FIRST_MATCHES, 300, "the Spark job to count the first matches",
+                 interval=1, alive=cloud)
+        yield p
+    finally:
+        if sensors is not None:
+            sensors.close()
+        agent.stop()
+        code = cloud.stop()
+        local.kill()
+        cloud_broker.kill()
+        assert code == 0, cloud.log()[-4000:]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    with playwright_sync.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-dev-shm-usage"])
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser, pipeline):
+    ctx = browser.new_context(base_url=pipeline.url, viewport={"width": 1280, "height": 900})
+    page = ctx.new_page()
+    page.goto("/login")
+    page.fill("input[name=username]", "alice")
+    page.fill("input[name=password]", PASSWORDS["alice"])
+    page.click("button[type=submit]")
+    page.wait_for_url(re.compile(r"/$"))
+    yield page
+    ctx.close()
+
+
+def reload_until(page, check, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}; page:\n{page.content()[:3000]}")
+        time.sleep(1)
+        page.reload()
+
+
+def test_the_overview_chart_shows_exactly_the_counts_in_sqlite(page, pipeline):
+    with page.expect_response(lambda r: "/api/matches" in r.url) as info:
+        page.goto("/?range=1h")
+    chart = info.value.json()
+    page.wait_for_selector("#matches-chart[data-drawn=chart] canvas")
+    start, end, bucket = chart["start_ms"], chart["end_ms"], chart["bucket_ms"]
+    expected: dict[str, list[int]] = {}
+    for pattern, minute, count in query(pipeline.db, "SELECT pattern, minute_ms, count FROM matches_per_minute "
+                                        "WHERE minute_ms >= ? AND minute_ms < ?", (start, end)):
+        expected.setdefault(pattern, [0] * ((end - start) // bucket))[(minute - start) // bucket] += count
+    assert chart["series"] == expected and sum(expected["alarm"]) == FIRST_MATCHES
+    assert page.locator("#matches-chart").get_attribute("data-total") == str(FIRST_MATCHES)
+    assert page.locator("#total-matches").inner_text() == str(FIRST_MATCHES)
+    assert page.locator("#patterns-table tbody tr", has_text="alarm").locator("td").nth(1).inner_text() \
+        == str(FIRST_MATCHES)
+
+
+def test_a_new_match_reaches_the_live_page_within_5s_with_its_evidence(page, pipeline):
+    page.goto("/live")
+    page.wait_for_selector("#live-state[data-state=live]")
+    page.wait_for_selector("#live-table tr.live-match")           # the backlog: the first matches
+    started = time.monotonic()
+    pipeline.publish_alarm(10)
+    row = page.locator("#live-table tbody tr", has_text=f"<{EX}alarm10>")
+    row.wait_for(timeout=5000)
+    assert time.monotonic() - started < 5.0
+    assert "gw1" in row.inner_text() and "alarm" in row.inner_text()
+    row.locator("summary").click()
+    panel = row.locator("details.evidence")
+    statement = f'<{EX}alarm10> <{EX}alarmLevel> "10"^^{XSD_INTEGER} .'
+    assert statement in panel.inner_text()
+    assert f"<{EX}alarm10> <{EX}raisedBy> <{EX}s1> ." in panel.inner_text()
+    assert "Window" in panel.inner_text()
+    save_screenshot(page, "dashboard-live.png")
+    # The match's own evidence page, from the dashboard's alarm state.
+    panel.locator("a", has_text="evidence").click()
+    page.wait_for_url(re.compile(r"/matches/"))
+    assert statement in page.locator(".evidence-page").inner_text()
+    assert f"<{EX}room1>" in page.locator(".evidence-page table.bindings").inner_text()
+
+
+def _dashboard_child(pipeline: Pipeline) -> int:
+    import psutil
+
+    for child in psutil.Process(pipeline.cloud.proc.pid).children():
+        if "dashboard" in child.cmdline():
+            return child.pid
+    raise AssertionError("no dashboard child under edgewave-cloud run")
+
+
+def test_an_acknowledged_alarm_stays_so_and_one_key_keeps_one_open_alarm(page, pipeline):
+    page.goto("/alarms")
+    rows = page.locator("#alarms-table tbody tr[data-state=active]", has_text="alarm")
+    assert rows.count() == 1                                        # five matches of room1: one alarm
+    assert rows.first.get_attribute("data-count") == str(FIRST_MATCHES + 1)
+    alarm_id = rows.first.get_attribute("data-alarm-id")
+    rows.first.locator("a").click()
+    page.wait_for_url(re.compile(rf"/alarms/{alarm_id}$"))
+    page.fill("form.ack input[name=comment]", "checking the sensor in room 1")
+    page.click("form.ack button[type=submit]")
+    page.wait_for_url(re.compile(rf"/alarms/{alarm_id}$"))
+    assert page.locator("#alarm-state").inner_text() == "acknowledged"
+    page.reload()
+    assert page.locator("#alarm-state").inner_text() == "acknowledged"
+    assert "checking the sensor in room 1" in page.locator("#alarm-ack").inner_text()
+    # A dashboard restart (the service starts it again) keeps it acknowledged.
+    os.kill(_dashboard_child(pipeline), signal.SIGTERM)
+    wait_for(lambda: pipeline.cloud.log().count("service started child=dashboard") >= 2, 60,
+             "the service to restart the dashboard", alive=pipeline.cloud)
+    wait_until_serving(pipeline.port, pipeline.cloud, timeout=60)
+    page.reload()
+    assert page.locator("#alarm-state").inner_text() == "acknowledged"
+    # Another match of the same key adds to the open alarm, on the list without a reload.
+    page.goto("/alarms")
+    page.wait_for_selector("#alarms-state[data-state=live]")
+    pipeline.publish_alarm(11)
+    row = page.locator(f"#alarms-table tbody tr[data-alarm-id='{alarm_id}'][data-count='{FIRST_MATCHES + 2}']")
+    row.wait_for(timeout=5000)
+    assert row.get_attribute("data-state") == "acknowledged"
+    assert page.locator("#alarms-table tbody tr", has_text=f"<{EX}room1>").count() == 1
+    save_screenshot(page, "dashboard-alarms.png")
+    # Cleared: the next match opens a new alarm.
+    page.goto(f"/alarms/{alarm_id}")
+    page.click("form.clear button[type=submit]")
+    page.wait_for_url(re.compile(rf"/alarms/{alarm_id}$"))
+    assert page.locator("#alarm-state").inner_text() == "cleared"
+    page.goto("/alarms")
+    page.wait_for_selector("#alarms-state[data-state=live]")
+    pipeline.publish_alarm(12)
+    fresh = page.locator("#alarms-table tbody tr[data-state=active]", has_text=f"<{EX}room1>")
+    fresh.wait_for(timeout=5000)
+    assert fresh.get_attribute("data-alarm-id") != alarm_id and fresh.get_attribute("data-count") == "1"
+
+
+def _status_of(page, gateway: str) -> str:
+    return page.locator(f"#config-table tr[data-gateway='{gateway}'] [data-status]").get_attribute("data-status")
+
+
+def test_pushing_from_the_form_is_applied_by_the_agent_and_a_broken_pattern_shows_why(page, pipeline):
+    page.goto("/config")
+    editor = page.locator("form.push-editor")
+    assert editor.locator("textarea").input_value().strip() == FIRST.strip()     # the applied document
+    second = FIRST.replace("ex:s1 ex:locatedIn ex:room1 .", "ex:s1 ex:locatedIn ex:room1 . ex:s2 ex:locatedIn ex:room2 .")
+    editor.locator("textarea").fill(second)
+    editor.locator("input[name=gateway][value=gw1]").check()
+    editor.locator("button[type=submit]").click()
+    page.wait_for_url(re.compile(r"/config\?pushed=gw1"))
+    reload_until(page, lambda: _status_of(page, "gw1") == "applied", 60, "the agent to apply version 2")
+    assert query(pipeline.db, "SELECT version, status FROM config_pushes WHERE gateway='gw1' ORDER BY version") == \
+        [(1, "applied"), (2, "applied")]
+    save_screenshot(page, "dashboard-config.png")
+    # A pattern that does not compile is refused with the reason before anything is published.
+    page.locator("form.push-editor textarea").fill(FIRST.replace("REGISTER RSTREAM", "REGISTER RSTREEM"))
+    page.locator("form.push-editor input[name=gateway][value=gw1]").check()
+    page.locator("form.push-editor button[type=submit]").click()
+    assert "syntax error" in page.locator("form.push-editor .error").inner_text()
+    assert len(query(pipeline.db, "SELECT 1 FROM config_pushes WHERE gateway='gw1'")) == 2
+    # One the cloud accepts but the agent refuses (two patterns registering one name): rejected, with its reason.
+    page.goto("/config")
+    page.locator("form.push-editor textarea").fill(document({"alarm": ALARM, "alarm-again": ALARM}))
+    page.locator("form.push-editor input[name=gateway][value=gw1]").check()
+    page.locator("form.push-editor button[type=submit]").click()
+    page.wait_for_url(re.compile(r"/config\?pushed=gw1"))
+    reload_until(page, lambda: _status_of(page, "gw1") == "rejected", 60, "the agent to reject version 3")
+    assert "duplicate pattern name" in page.locator("#config-table tr[data-gateway='gw1']").inner_text()
+    # The old patterns keep matching.
+    pipeline.publish_alarm(20)
+    wait_for(lambda: any(e["pattern"] == "alarm" and f"<{EX}alarm20>" in str(e["bindings"]) for e in
+                         page.request.get("/api/live?limit=5").json()["events"]), 15, "alarm 20 to match")
+    # The gateway's configuration page: its applied document, highlighted; the history; a diff; a rollback.
+    page.goto("/gateways/gw1/config")
+    assert page.locator("figure.pattern[data-pattern=alarm] .hl-kw", has_text="REGISTER").count() == 1
+    assert page.locator("figure.pattern[data-pattern=alarm] .hl-var", has_text="?room").count() >= 1
+    history = page.locator("#config-history tbody tr")
+    assert [r.get_attribute("data-version") for r in history.all()] == ["3", "2", "1"]
+    assert "rejected" in history.nth(0).inner_text() and "applied" in history.nth(1).inner_text()
+    save_screenshot(page, "dashboard-gateway-config.png")
+    page.goto("/gateways/gw1/config/diff?a=1&b=2")
+    added = page.locator("#diff-table tr.diff-add")
+    assert added.count() == 1 and "ex:s2 ex:locatedIn ex:room2" in added.inner_text()
+    page.goto("/gateways/gw1/config")
+    page.locator("#config-history tr[data-version='1'] button", has_text="Roll back").click()
+    page.wait_for_url(re.compile(r"/gateways/gw1/config\?rolled=1"))
+    wait_for(lambda: query(pipeline.db, "SELECT status FROM config_pushes WHERE gateway='gw1' AND version=4")
+             == [("applied",)], 60, "the rollback to be applied")
+    assert query(pipeline.db, "SELECT document FROM config_pushes WHERE gateway='gw1' AND version=4") == [(FIRST,)]
+
+
+def test_stopping_the_agent_turns_its_gateway_offline(page, pipeline):
+    page.goto("/gateways")
+    assert page.locator("#gateways-table tr[data-gateway=gw1]").get_attribute("data-health") == "online"
+    assert pipeline.agent.stop() == 0
+    reload_until(page, lambda: page.locator("#gateways-table tr[data-gateway=gw1]").get_attribute("data-health")
+                 == "offline", 30, "gw1 to show offline")
+    assert "reported offline" in page.locator("#gateways-table tr[data-gateway=gw1]").inner_text()
