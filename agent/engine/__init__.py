@@ -3,7 +3,8 @@
 ``Engine`` runs the network; ``Match`` is what it emits; ``parse_query`` (RSP-QL, see
 ``rspql.py``) and the query model (``Query``, ``TriplePattern``, ``WindowSpec``, ``Filter``)
 describe patterns. How the parts fit: ``engine.py`` (semantics and the hot path),
-``epsilon.py`` (entailment), ``alpha.py``, ``beta.py`` and ``network.py`` (the Rete).
+``epsilon.py`` (entailment), ``alpha.py``, ``beta.py`` and ``network.py`` (the Rete),
+``evidence.py`` (why a match fired: ``Match.entailed``).
 """
 from .engine import Engine
 from .match import Match

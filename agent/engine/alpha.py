@@ -9,7 +9,9 @@ bound here.
 
 An alpha memory holds entries ``(triple, ts, values)``: ``values`` is the sequence the
 join nodes read variables from; for a plain pattern it is the triple itself (no copy),
-for a quoted-triple pattern it is the tuple of the pattern's variable values. Entries are
+for a quoted-triple pattern it is the tuple of the pattern's variable values. The entry of
+an entailed triple has a fourth item, the asserted triple it was entailed from
+(``evidence.py``); only those pay for it. Entries are
 indexed by the join key of the join nodes that read the memory (a dict of buckets), and
 streamed entries are also kept in arrival order in ``expiry`` so that garbage collection
 pops exactly what expired and never scans (3.7). Static entries (``ts == -1``) are never
@@ -27,7 +29,7 @@ from edgewave.shared.vocab import RDF_TYPE
 from .query import TriplePattern, is_var
 
 Triple = tuple[str, str, str]
-Entry = tuple[Triple, int, Sequence[str]]
+Entry = tuple[Triple, int, Sequence[str]]  # (+ the source Triple, for an entailed triple)
 
 
 def _flatten(pattern: Any, path: tuple[int, ...], out: list[tuple[tuple[int, ...], Any]]) -> None:
@@ -176,9 +178,10 @@ class AlphaMemory:
         self.successors: list = []  # join nodes, deepest first (see Network._attach)
         self.width = 0
 
-    def add(self, triple: Triple, ts: int) -> None:
+    def add(self, triple: Triple, ts: int, source: Triple | None = None) -> None:
         """Store a triple that reached this memory and right-activate the join nodes.
 
+        ``source``: the asserted triple ``triple`` was entailed from (None if asserted).
         ``Engine.push`` inlines this for streamed triples; static data and catch-up use it.
         """
         match = self.match
@@ -195,7 +198,7 @@ class AlphaMemory:
             key = values[reader]
         else:
             key = reader(values)
-        entry = (triple, ts, values)
+        entry = (triple, ts, values) if source is None else (triple, ts, values, source)
         bucket = self.index.get(key)
         if bucket is None:
             self.index[key] = [entry]

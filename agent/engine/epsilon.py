@@ -77,6 +77,11 @@ class Schema:
     range: dict[str, set[str]] = field(default_factory=dict)
     inverse: dict[str, set[str]] = field(default_factory=dict)
     symmetric: set[str] = field(default_factory=set)
+    # ``inverse`` holds both directions (inv1); the statements as written are kept so that
+    # an explanation (``evidence.py``) quotes the schema's own ``p owl:inverseOf q``.
+    inverse_stated: set[tuple[str, str]] = field(default_factory=set)
+    # Axiom chains found for Match.entailed (evidence.py), kept with the schema they hold for.
+    chains: dict[tuple, tuple[Triple, ...] | None] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_triples(cls, triples: Iterable[Triple]) -> "Schema":
@@ -99,6 +104,7 @@ class Schema:
                 if RDF_TYPE not in (s, o):
                     schema.inverse.setdefault(s, set()).add(o)
                     schema.inverse.setdefault(o, set()).add(s)  # inv1
+                    schema.inverse_stated.add((s, o))
             elif p == RDF_TYPE and o == OWL_SYMMETRIC:
                 if s != RDF_TYPE:
                     schema.symmetric.add(s)
