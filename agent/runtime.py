@@ -435,7 +435,8 @@ class Agent:
         batch = self._matches[:]
         self._matches.clear()
         for m in batch:
-            event = match_event(self.gateway, m.pattern, m.bindings, m.start, m.end, m.triples, emitted)
+            event = match_event(self.gateway, m.pattern, m.bindings, m.start, m.end, m.triples, emitted,
+                                entailed=m.entailed)
             if contributing is not None:
                 contributing.update(t for t, _ in m.triples)
             self._store(event, stored)

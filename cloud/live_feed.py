@@ -12,6 +12,12 @@ fsync per commit; a power cut may lose its last rows, never the landing zone's),
 a redelivered duplicate is dropped by event id, and if it cannot be written
 (disk full, a locked file) ingest logs, counts and goes on: the landing zone
 and the aggregates do not depend on it.
+
+A match's ``entailed`` evidence (which contributing triples the gateway entailed, from
+what, by which schema axioms; ``shared/events.py``) is kept as JSON in its own column,
+NULL for events without it (significant events, agents from before the field). A feed
+written before that column existed gets it when a writer opens it (``_migrate``), and
+``read_feed`` reads such a file as it is until then.
 """
 from __future__ import annotations
 
@@ -23,7 +29,9 @@ from typing import Any, Iterable
 from .database import enable_wal
 
 COLUMNS = ("seq", "id", "gateway", "kind", "pattern", "window_start", "window_end", "emitted_at", "ingest_ms",
-           "sensor", "property", "result", "bindings", "triples")
+           "sensor", "property", "result", "bindings", "triples", "entailed")
+ADDED_COLUMNS = {"entailed": "TEXT"}
+"""Columns added after the first release: ``_migrate`` adds those an older feed lacks."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS recent_events (
@@ -40,7 +48,8 @@ CREATE TABLE IF NOT EXISTS recent_events (
     property TEXT,
     result TEXT,
     bindings TEXT NOT NULL,
-    triples TEXT NOT NULL
+    triples TEXT NOT NULL,
+    entailed TEXT
 );
 """
 
@@ -56,13 +65,31 @@ class LiveFeedWriter:
         enable_wal(self.conn)
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.executescript(SCHEMA)
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Add the columns a feed written by an older ingest lacks. In one write transaction,
+        so that two ingest workers opening the same old file do not both add a column."""
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            present = {row[1] for row in conn.execute("PRAGMA table_info(recent_events)")}
+            for name, sql_type in ADDED_COLUMNS.items():
+                if name not in present:
+                    conn.execute(f"ALTER TABLE recent_events ADD COLUMN {name} {sql_type}")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
 
     def append(self, records: Iterable[dict[str, Any]]) -> int:
         """Add landed events (landing records: an event plus ``ingestTime``); returns how many were new."""
         rows = [(r["id"], r["gateway"], r["kind"], r.get("pattern"), r["windowStart"], r["windowEnd"],
                  r["emittedAt"], r["ingestTime"], r.get("sensor"), r.get("property"), r.get("result"),
                  json.dumps(r.get("bindings") or [], ensure_ascii=False),
-                 json.dumps(r.get("triples") or [], ensure_ascii=False)) for r in records]
+                 json.dumps(r.get("triples") or [], ensure_ascii=False),
+                 None if r.get("entailed") is None else json.dumps(r["entailed"], ensure_ascii=False))
+                for r in records]
         if not rows:
             return 0
         conn = self.conn
@@ -71,8 +98,8 @@ class LiveFeedWriter:
             before = conn.total_changes
             conn.executemany(
                 "INSERT OR IGNORE INTO recent_events (id, gateway, kind, pattern, window_start, window_end, "
-                "emitted_at, ingest_ms, sensor, property, result, bindings, triples) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                "emitted_at, ingest_ms, sensor, property, result, bindings, triples, entailed) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
             added = conn.total_changes - before
             newest = conn.execute("SELECT MAX(seq) FROM recent_events").fetchone()[0] or 0
             conn.execute("DELETE FROM recent_events WHERE seq <= ?", (newest - self.max_rows,))
@@ -106,9 +133,13 @@ def read_feed(path: str | Path, after_seq: int = 0, limit: int = 200, *, gateway
             where.append("pattern = ?")
             params.append(pattern)
         order = "DESC" if newest_first else "ASC"
-        sql = (f"SELECT {', '.join(COLUMNS)} FROM recent_events WHERE {' AND '.join(where)} "
-               f"ORDER BY seq {order} LIMIT ?")
         try:
+            # A feed no writer has migrated yet (ingest not restarted since an upgrade) lacks
+            # the newer columns: read what it has, and the rest as NULL.
+            present = {row[1] for row in conn.execute("PRAGMA table_info(recent_events)")}
+            selected = ", ".join(c if c in present or c not in ADDED_COLUMNS else f"NULL AS {c}" for c in COLUMNS)
+            sql = (f"SELECT {selected} FROM recent_events WHERE {' AND '.join(where)} "
+                   f"ORDER BY seq {order} LIMIT ?")
             rows = conn.execute(sql, (*params, limit)).fetchall()
         except sqlite3.OperationalError as exc:
             if "no such table" in str(exc):
@@ -121,5 +152,6 @@ def read_feed(path: str | Path, after_seq: int = 0, limit: int = 200, *, gateway
         item = dict(zip(COLUMNS, row))
         item["bindings"] = json.loads(item["bindings"])
         item["triples"] = json.loads(item["triples"])
+        item["entailed"] = None if item["entailed"] is None else json.loads(item["entailed"])
         out.append(item)
     return out

@@ -293,10 +293,10 @@ def load_settings(path: str | Path | None, *, read_secrets: bool = True) -> Clou
     if settings.ingest.roll_bytes < 1024:
         raise SettingsError("ingest.roll_bytes must be at least 1024")
     limits = settings.ingest.limits
-    if min(limits.max_bytes, limits.max_depth, limits.max_triples, limits.max_bindings) < 1:
+    if min(getattr(limits, f.name) for f in fields(limits)) < 1:
         raise SettingsError("ingest.limits: every limit must be at least 1")
-    if limits.max_depth < 3:
-        raise SettingsError("ingest.limits.max_depth must be at least 3: an event nests 3 deep")
+    if limits.max_depth < 4:
+        raise SettingsError("ingest.limits.max_depth must be at least 4: an event nests 4 deep (entailed axioms)")
     if not 1 <= settings.ingest.workers <= 64:
         raise SettingsError("ingest.workers must be between 1 and 64")
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", settings.ingest.share_group):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, Iterable, Mapping
 
 from .bounded_json import DEFAULT_MAX_BYTES, PayloadError, load_json
@@ -40,6 +41,12 @@ CONTEXT: dict[str, Any] = {
     "sensor": "ew:sensor",
     "property": "ew:property",
     "result": "ew:result",
+    # Evidence of a match: each contributing triple the gateway entailed (a node per entry),
+    # the asserted triple it came from and the schema statements that entail it, in order.
+    "entailed": {"@id": "ew:entailed", "@container": "@set"},
+    "triple": "ew:statement",
+    "from": "ew:entailedFrom",
+    "axioms": {"@id": "ew:axiom", "@container": "@list"},
 }
 
 # The one definition of an event's fields: ingest validates against it and the Spark
@@ -48,6 +55,7 @@ STRING = "string"            # a JSON string
 LONG = "long"                # a JSON integer within a signed 64-bit range (not a boolean)
 STRINGS = "strings"          # an array of strings
 BINDINGS = "bindings"        # an array of {"variable": string, "value": string}
+ENTAILED = "entailed"        # an array of {"triple": string, "from": string, "axioms": [string, ...]}
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,7 @@ FIELDS: tuple[EventField, ...] = (
     EventField("sensor", STRING, False),
     EventField("property", STRING, False),
     EventField("result", STRING, False),
+    EventField("entailed", ENTAILED, False),
 )
 REQUIRED_FIELDS = tuple(f.name for f in FIELDS if f.required)
 LONG_MIN, LONG_MAX = -(2 ** 63), 2 ** 63 - 1
@@ -82,9 +91,11 @@ class EventLimits:
     """What one uplink message may hold; checked before or while it is parsed (cloud.yaml ``ingest.limits``)."""
 
     max_bytes: int = DEFAULT_MAX_BYTES
-    max_depth: int = 8          # an event nests 3 deep (event, bindings, binding)
+    max_depth: int = 8          # an event nests 4 deep (event, entailed, entry, axioms)
     max_triples: int = 10_000
     max_bindings: int = 1_000
+    max_entailed: int = 1_000   # entries of ``entailed`` (at most one per contributing triple)
+    max_axioms: int = 32        # axioms of one entry (a schema's chains are a few statements)
 
 
 class EventError(ValueError):
@@ -104,9 +115,37 @@ def _statement(triple: tuple[str, str, str]) -> str:
     return f"{triple[0]} {triple[1]} {triple[2]} ."
 
 
+EVIDENCE_MAX_BYTES = 64 * 1024
+"""The most one match's ``entailed`` field may take (UTF-8 bytes of its statements), well
+inside ingest's ``max_bytes``: evidence must never cost the match its event."""
+
+
+def entailed_entries(entailed: Iterable[Any], limits: EventLimits = EventLimits(),
+                     max_bytes: int = EVIDENCE_MAX_BYTES) -> list[dict[str, Any]]:
+    """The ``entailed`` field from a match's evidence (``Match.entailed``: items with ``triple``,
+    ``source`` and ``axioms``), cut so that ingest never refuses the match for it: at most
+    ``max_entailed`` entries, each with the first ``max_axioms`` axioms of its chain, and
+    entries only while they fit ``max_bytes``. A real schema's chains are a few statements,
+    so the cuts only guard against a pathological schema."""
+    out: list[dict[str, Any]] = []
+    used = 0
+    for e in islice(entailed, limits.max_entailed):
+        entry = {"triple": _statement(e.triple), "from": _statement(e.source),
+                 "axioms": [_statement(a) for a in e.axioms[:limits.max_axioms]]}
+        used += sum(len(text.encode("utf-8", "surrogatepass")) + 8
+                    for text in (entry["triple"], entry["from"], *entry["axioms"]))
+        if used > max_bytes:
+            break
+        out.append(entry)
+    return out
+
+
 def match_event(gateway: str, pattern: str, bindings: Mapping[str, str], start: int, end: int,
-                triples: Iterable[tuple[tuple[str, str, str], int]], emitted_at: int) -> dict[str, Any]:
-    """The event for one pattern match; ``triples`` are (triple, timestamp) pairs."""
+                triples: Iterable[tuple[tuple[str, str, str], int]], emitted_at: int,
+                entailed: Iterable[Any] = ()) -> dict[str, Any]:
+    """The event for one pattern match; ``triples`` are (triple, timestamp) pairs, ``entailed``
+    the match's evidence (``Match.entailed``): which of them were entailed, from what, by
+    which axioms. The id does not depend on ``entailed``: the same match keeps its id."""
     triples = list(triples)
     return {
         "@context": CONTEXT,
@@ -123,6 +162,7 @@ def match_event(gateway: str, pattern: str, bindings: Mapping[str, str], start: 
         "sensor": None,
         "property": None,
         "result": None,
+        "entailed": entailed_entries(entailed),
     }
 
 
@@ -146,6 +186,7 @@ def significant_event(gateway: str, sensor: str, prop: str, result: str, observe
         "sensor": sensor,
         "property": prop,
         "result": result,
+        "entailed": None,
     }
 
 
@@ -209,6 +250,21 @@ def _check_field(f: EventField, value: Any, limits: EventLimits) -> None:
             if (type(item) is not dict or type(item.get("variable")) is not str
                     or type(item.get("value")) is not str):
                 raise EventError(f"{f.name} must be an array of {{variable, value}} objects with string members")
+    elif f.type == ENTAILED:
+        shape = f"{f.name} must be an array of {{triple, from, axioms}} objects (strings, axioms an array of strings)"
+        if type(value) is not list:
+            raise EventError(shape)
+        if len(value) > limits.max_entailed:
+            raise EventError(f"{f.name}: {len(value)} entries (at most {limits.max_entailed})")
+        for item in value:
+            if (type(item) is not dict or type(item.get("triple")) is not str
+                    or type(item.get("from")) is not str or type(item.get("axioms")) is not list
+                    or any(type(axiom) is not str for axiom in item["axioms"])):
+                raise EventError(shape)
+            if len(item["axioms"]) > limits.max_axioms:
+                raise EventError(f"{f.name}: an entry with {len(item['axioms'])} axioms (at most {limits.max_axioms})")
+    else:
+        raise EventError(f"{f.name}: unknown field type {f.type!r}")
 
 
 def bindings_dict(event: Mapping[str, Any]) -> dict[str, str]:

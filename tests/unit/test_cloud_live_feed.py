@@ -1,6 +1,8 @@
 """The live feed: bounded, de-duplicated by event id, followed by seq, readable before ingest ever ran."""
 from __future__ import annotations
 
+import sqlite3
+
 from edgewave.cloud.live_feed import LiveFeedWriter, read_feed
 from edgewave.shared.events import match_event, significant_event
 
@@ -58,3 +60,43 @@ def test_significant_events_carry_sensor_property_and_result(tmp_path):
     [row] = read_feed(tmp_path / "live.db")
     assert (row["kind"], row["sensor"], row["property"], row["result"], row["pattern"]) == \
         ("significant", "<http://example.org/s1>", "<http://example.org/temp>", '"21"', None)
+
+
+ENTAILED = [{"triple": "<http://example.org/room3> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> "
+                       "<http://example.org/Room> .",
+             "from": "<http://example.org/sensor7> <https://acme.example/ns#locatedIn> <http://example.org/room3> .",
+             "axioms": ["<https://acme.example/ns#locatedIn> <http://www.w3.org/2000/01/rdf-schema#range> "
+                        "<https://acme.example/ns#Space> .",
+                        "<https://acme.example/ns#Space> <http://www.w3.org/2000/01/rdf-schema#subClassOf> "
+                        "<http://example.org/Room> ."]}]
+
+
+def test_a_match_keeps_its_entailed_evidence_and_other_events_have_none(tmp_path):
+    feed = LiveFeedWriter(tmp_path / "live.db", max_rows=10)
+    significant = significant_event("gw1", "<http://example.org/s1>", "<http://example.org/temp>", '"21"', 5, [], 6)
+    feed.append([landed(1) | {"entailed": ENTAILED}, landed(2),
+                 {k: v for k, v in significant.items() if k != "@context"} | {"ingestTime": 7}])
+    rows = read_feed(tmp_path / "live.db")
+    assert [r["entailed"] for r in rows] == [ENTAILED, [], None]
+
+
+OLD_SCHEMA = """
+CREATE TABLE recent_events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, gateway TEXT NOT NULL, kind TEXT NOT NULL,
+    pattern TEXT, window_start INTEGER, window_end INTEGER, emitted_at INTEGER, ingest_ms INTEGER NOT NULL,
+    sensor TEXT, property TEXT, result TEXT, bindings TEXT NOT NULL, triples TEXT NOT NULL);
+INSERT INTO recent_events (id, gateway, kind, pattern, window_start, window_end, emitted_at, ingest_ms,
+    bindings, triples) VALUES ('urn:edgewave:event:old', 'gw1', 'match', 'fire', 1, 2, 3, 4, '[]', '[]');
+"""
+
+
+def test_a_feed_from_before_the_entailed_column_is_read_as_it_is_and_migrated_by_the_next_writer(tmp_path):
+    path = tmp_path / "live.db"
+    conn = sqlite3.connect(path)
+    conn.executescript(OLD_SCHEMA)
+    conn.close()
+    [old] = read_feed(path)                      # the dashboard before ingest restarts
+    assert old["id"] == "urn:edgewave:event:old" and old["entailed"] is None
+    LiveFeedWriter(path, max_rows=10).append([landed(1) | {"entailed": ENTAILED}])
+    LiveFeedWriter(path, max_rows=10).close()    # a second writer (another ingest worker) finds it migrated
+    assert [r["entailed"] for r in read_feed(path)] == [None, ENTAILED]

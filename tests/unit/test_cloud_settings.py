@@ -36,6 +36,18 @@ def test_wrong_type_is_named(tmp_path):
         load_settings(path)
 
 
+@pytest.mark.parametrize("limit, value, reason", [
+    ("max_entailed", 0, "every limit must be at least 1"),
+    ("max_axioms", 0, "every limit must be at least 1"),
+    ("max_depth", 3, "an event nests 4 deep"),
+])
+def test_event_limits_too_small_for_an_event_with_evidence_are_refused(tmp_path, limit, value, reason):
+    path = tmp_path / "c.yaml"
+    path.write_text(f"ingest:\n  limits:\n    {limit}: {value}\n")
+    with pytest.raises(SettingsError, match=reason):
+        load_settings(path)
+
+
 def test_gateway_keys_from_file_and_environment(tmp_path, monkeypatch):
     (tmp_path / "k").write_text("from-file\n")
     path = tmp_path / "c.yaml"

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import rdflib
 from rdflib import Literal, URIRef
 
+from edgewave.agent.engine.evidence import Entailment
 from edgewave.shared import events
 from edgewave.shared.vocab import EW_NS
 
@@ -113,3 +115,85 @@ def test_the_64_bit_bounds_themselves_are_accepted(value):
 def test_hostile_payloads_are_an_event_error_not_a_crash(payload, reason):
     with pytest.raises(events.EventError, match=reason):
         events.decode_event(payload)
+
+
+# A match's evidence: ex:room3 a ex:Room, entailed from a vendor's triple by range + subClassOf.
+RDF_TYPE = "<http://www.w3.org/1999/02/22-rdf-syntax-ns#type>"
+SUBCLASS = "<http://www.w3.org/2000/01/rdf-schema#subClassOf>"
+RANGE = "<http://www.w3.org/2000/01/rdf-schema#range>"
+LOCATED = ("<http://example.org/sensor7>", "<https://acme.example/ns#locatedIn>", ROOM)
+IS_ROOM = (ROOM, RDF_TYPE, "<http://example.org/Room>")
+AXIOMS = (("<https://acme.example/ns#locatedIn>", RANGE, "<https://acme.example/ns#Space>"),
+          ("<https://acme.example/ns#Space>", SUBCLASS, "<http://example.org/Room>"))
+ENTAILED = [Entailment(IS_ROOM, 1500, LOCATED, "O", IS_ROOM[2], AXIOMS)]
+
+
+def statement(triple) -> str:
+    return f"{triple[0]} {triple[1]} {triple[2]} ."
+
+
+def test_a_match_event_carries_which_triples_were_entailed_and_by_which_axioms():
+    event = make_match(triples=[(LOCATED, 1500), (IS_ROOM, 1500)], entailed=ENTAILED)
+    decoded = events.decode_event(events.encode_event(event))
+    assert decoded["entailed"] == [{"triple": statement(IS_ROOM), "from": statement(LOCATED),
+                                    "axioms": [statement(a) for a in AXIOMS]}]
+    assert decoded == {k: v for k, v in json.loads(json.dumps(event)).items() if k != "@context"}
+    # The id names the match, not its explanation.
+    assert event["id"] == make_match(triples=[(LOCATED, 1500), (IS_ROOM, 1500)])["id"]
+
+
+def test_a_match_with_nothing_entailed_says_so_and_an_event_without_the_field_still_decodes():
+    assert events.decode_event(events.encode_event(make_match()))["entailed"] == []
+    older = {k: v for k, v in make_match().items() if k != "entailed"}   # an agent from before the field
+    assert events.decode_event(events.encode_event(older))["entailed"] is None
+
+
+def test_entailed_evidence_is_rdf_for_a_json_ld_processor():
+    event = make_match(triples=[(LOCATED, 1500), (IS_ROOM, 1500)], entailed=ENTAILED)
+    graph = rdflib.Graph().parse(data=events.encode_event(event).decode(), format="json-ld")
+    ew = rdflib.Namespace(EW_NS)
+    [entry] = list(graph.objects(URIRef(event["id"]), ew.entailed))
+    assert graph.value(entry, ew.statement) == Literal(statement(IS_ROOM))
+    assert graph.value(entry, ew.entailedFrom) == Literal(statement(LOCATED))
+    chain = list(rdflib.collection.Collection(graph, graph.value(entry, ew.axiom)))
+    assert [str(a) for a in chain] == [statement(a) for a in AXIOMS]   # in order: a list, not a set
+
+
+def test_the_agent_cuts_evidence_to_what_ingest_accepts():
+    limits = events.EventLimits()
+    short = Entailment(IS_ROOM, 1500, LOCATED, "O", IS_ROOM[2], AXIOMS)
+    assert len(events.entailed_entries([short] * (limits.max_entailed + 5), max_bytes=10 ** 9)) == limits.max_entailed
+    long_chain = Entailment(IS_ROOM, 1500, LOCATED, "O", IS_ROOM[2], AXIOMS * 40)
+    [entry] = events.entailed_entries([long_chain])
+    assert entry["axioms"] == [statement(a) for a in (AXIOMS * 40)[:limits.max_axioms]]
+    # However pathological the schema, the event stays within ingest's limits: the match is not lost.
+    event = make_match(triples=[(LOCATED, 1500), (IS_ROOM, 1500)], entailed=[long_chain] * (limits.max_entailed + 5))
+    entailed = events.decode_event(events.encode_event(event))["entailed"]
+    assert 0 < len(entailed) < limits.max_entailed
+    assert len(json.dumps(entailed)) < 2 * events.EVIDENCE_MAX_BYTES
+
+
+GOOD_ENTRY = {"triple": "<a> <b> <c> .", "from": "<a> <d> <c> .", "axioms": ["<d> <e> <b> ."]}
+
+
+@pytest.mark.parametrize("value, reason", [
+    ({"triple": "x"}, "array of {triple, from, axioms}"),
+    ([{**GOOD_ENTRY, "triple": 1}], "array of {triple, from, axioms}"),
+    ([{k: v for k, v in GOOD_ENTRY.items() if k != "from"}], "array of {triple, from, axioms}"),
+    ([{**GOOD_ENTRY, "axioms": "<d> <e> <b> ."}], "array of {triple, from, axioms}"),
+    ([{**GOOD_ENTRY, "axioms": [None]}], "array of {triple, from, axioms}"),
+    (["<a> <b> <c> ."], "array of {triple, from, axioms}"),
+    ([GOOD_ENTRY] * 1001, "1001 entries"),
+    ([{**GOOD_ENTRY, "axioms": ["<d> <e> <b> ."] * 33}], "33 axioms"),
+])
+def test_malformed_evidence_is_rejected_with_the_field_named(value, reason):
+    with pytest.raises(events.EventError, match=rf"entailed.*{re.escape(reason)}|{re.escape(reason)}"):
+        events.decode_event(json.dumps({**make_match(), "entailed": value}).encode())
+
+
+def test_evidence_nests_within_the_default_depth_and_a_tighter_limit_is_configurable():
+    event = make_match(triples=[(LOCATED, 1500), (IS_ROOM, 1500)], entailed=ENTAILED)
+    payload = events.encode_event(event)
+    assert events.decode_event(payload, events.EventLimits(max_depth=4))["entailed"]
+    with pytest.raises(events.EventError, match="axioms"):
+        events.decode_event(payload, events.EventLimits(max_axioms=1))
