@@ -138,6 +138,11 @@ def ensure_aggregate_schema(db: sqlite_utils.Database) -> None:
             count INTEGER NOT NULL,
             PRIMARY KEY (gateway, sensor, property, minute_ms)
         );
+        -- the dashboard's time-range queries (the primary keys start with the gateway); covering, so a
+        -- week of minute rows is summed from the index alone
+        CREATE INDEX IF NOT EXISTS matches_per_minute_by_minute ON matches_per_minute (minute_ms, pattern, count);
+        CREATE INDEX IF NOT EXISTS significant_per_minute_by_minute
+            ON significant_per_minute (minute_ms, property, gateway, sensor, count);
         """
     )
 

@@ -51,9 +51,9 @@ class FeedFollower:
         self.errors = 0
 
     def start(self) -> "FeedFollower":
+        log.info("follower starting feed=%s state=%s after_seq=%d", self.feed_path, self.store.path, self.after)
         self._thread = threading.Thread(target=self._run, name="live-feed-follower", daemon=True)
         self._thread.start()
-        log.info("follower started feed=%s state=%s after_seq=%d", self.feed_path, self.store.path, self.after)
         return self
 
     def stop(self) -> None:

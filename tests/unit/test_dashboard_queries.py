@@ -129,3 +129,19 @@ def test_a_slow_query_is_cut_off_instead_of_holding_the_database(known):
     with queries.Reader(db, timeout_s=0.05).query() as q:
         with pytest.raises(queries.QueryTimeout):
             q.rows("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT COUNT(*) FROM n")
+
+
+def test_time_range_queries_read_the_minute_index_alone(known):
+    """A week of minute rows for hundreds of gateways is summed from the covering index, in its order."""
+    path, _ = known
+    conn = sqlite3.connect(path)
+    try:
+        for sql in (queries._PER_MINUTE,
+                    "SELECT property, SUM(count), COUNT(DISTINCT gateway || ' ' || sensor) FROM significant_per_minute "
+                    "WHERE minute_ms >= ? AND minute_ms < ? GROUP BY property"):
+            plan = " ".join(row[-1] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", (0, 1)))
+            assert "USING COVERING INDEX" in plan and "_by_minute" in plan, plan
+        inner = " ".join(row[-1] for row in conn.execute(f"EXPLAIN QUERY PLAN {queries._PER_MINUTE}", (0, 1)))
+        assert "TEMP B-TREE" not in inner, inner
+    finally:
+        conn.close()
