@@ -7,13 +7,18 @@ install --root`), starts the two Mosquitto brokers with the generated configurat
 (configs/gateway-config.trig: the fire, intrusion, patient and close-friends patterns)
 with push-config; runs one minute of simulated sensors with two fires
 (configs/scenarios/demo.yaml) at real-time pace; then shows what the cloud aggregated
-next to the simulator's ground truth. Everything runs under var/demo/ and stops at the end.
+next to the simulator's ground truth, and the operator dashboard's address with a demo
+login (a generated password; the user is in the demo's cloud.yaml). Everything runs under
+var/demo/ and keeps serving the dashboard until Ctrl-C (``--exit``: stop at once).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import secrets
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -28,6 +33,31 @@ from broker_process import MosquittoBroker  # noqa: E402  (the same launcher the
 from fleet_rig import FleetRig, installed_gateway  # noqa: E402  (provisioning through the real CLIs)
 
 BIN = Path(sys.executable).parent
+DEMO_USER = "demo"
+
+
+def dashboard_port(preferred: int) -> int:
+    """``preferred`` if nothing listens there, else any free port."""
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", preferred))
+            return preferred
+        except OSError:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+
+def demo_login(work: Path, port: int) -> tuple[dict, str]:
+    """The dashboard section of the demo's cloud.yaml (an operator with a generated password) and the password."""
+    from edgewave.cloud.dashboard.auth import hash_password
+
+    password = secrets.token_urlsafe(12)
+    (work / "dashboard.password").write_text(password + "\n")
+    os.chmod(work / "dashboard.password", 0o600)
+    section = {"host": "127.0.0.1", "port": port, "secret_key_file": str(work / "cloud/dashboard-secret"),
+               "users": {DEMO_USER: {"role": "operator", "password_hash": hash_password(password)}},
+               "alarm_keys": {"fire": ["room"]}}
+    return section, password
 
 
 def say(message: str) -> None:
@@ -54,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, default=REPO / "var" / "demo", help="working directory (wiped)")
     parser.add_argument("--wait", type=float, default=90.0, help="seconds to wait for the cloud's counts")
+    parser.add_argument("--dashboard-port", type=int, default=8090, help="the dashboard's port (another if taken)")
+    parser.add_argument("--exit", action="store_true", help="stop everything after the summary instead of "
+                                                               "serving the dashboard until Ctrl-C")
     args = parser.parse_args(argv)
 
     work = args.work
@@ -65,9 +98,12 @@ def main(argv: list[str] | None = None) -> int:
         # The secured topology: a fleet CA, the cloud broker with TLS, a password file and
         # ACLs, gw1 provisioned and its bundle installed, its local broker with its own users.
         say("provisioning: tls-init, broker-init, gateway add gw1, edgewave-agent install --root")
+        port = dashboard_port(args.dashboard_port)
+        dashboard, password = demo_login(work, port)
         rig = FleetRig(work / "cloud", extra={"spark": {"checkpoint": str(work / "cloud/checkpoint"),
                                                         "history": str(work / "cloud/history"),
-                                                        "trigger_seconds": 2}}).init(gateways=("gw1",))
+                                                        "trigger_seconds": 2},
+                                              "dashboard": dashboard}).init(gateways=("gw1",))
         brokers.append(rig.start_broker())
         agent_yaml, local, _ = installed_gateway(rig, "gw1", work)
         brokers.append(local)
@@ -136,6 +172,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\ngateway {gw}: {state}, config version {version}")
         ok = all(counts.get(p, 0) == n for p, n in expected.items())
         say("the cloud saw exactly the ground truth" if ok else "the cloud's counts differ from the ground truth")
+        print(f"\ndashboard: http://127.0.0.1:{port}/  user {DEMO_USER}, password {password} "
+              f"(also in {work / 'dashboard.password'})")
+        if not args.exit:
+            say("serving the dashboard; Ctrl-C stops everything")
+            try:
+                while all(proc.poll() is None for proc in procs):
+                    time.sleep(1)
+                say("a demo process ended; stopping")
+            except KeyboardInterrupt:
+                print()
         return 0 if ok else 1
     finally:
         for proc in reversed(procs):
