@@ -10,7 +10,7 @@ default 10 s an input) or memory-hungry (``-rss_limit_mb``, default 2048) input 
 ``var/fuzz/TARGET/`` as ``crash-*``, ``timeout-*`` or ``oom-*``, and libFuzzer's log to
 ``var/fuzz/TARGET/last-run.log``. The last line printed sums the run up::
 
-    event: 1234567 executions in 600 s (2057/s), coverage 812 edges, 2345 features, corpus 310 inputs, crashes 0
+    event: 1234567 executions in 600 s (2057/s), coverage 84 edges, 312 features, corpus 91 inputs, peak RSS 47 MB, crashes 0
 
 The exit status is 0 when no crash, hang or memory blow-up was found. ``--allow-known``
 lets the crashes already reported (each target's KNOWN) pass, to look past them.
@@ -65,6 +65,7 @@ def _figures(log: str) -> dict[str, int | None]:
         "edges": last(r"\bcov: (\d+)"),
         "features": last(r"\bft: (\d+)"),
         "corpus": last(r"\bcorp: (\d+)/"),
+        "rss_mb": last(r"stat::peak_rss_mb:\s*(\d+)"),
     }
 
 
@@ -107,11 +108,10 @@ def main(argv: list[str] | None = None) -> int:
     if found or child.returncode != 0:
         tail = "\n".join(text.splitlines()[-40:])
         print(f"--- last lines of {log_path.relative_to(REPO)} ---\n{tail}\n---", file=sys.stderr)
-    rate = f["per_second"] if f["per_second"] is not None else (
-        round(f["executions"] / elapsed) if f["executions"] else 0)
+    rate = f["per_second"] or (round(f["executions"] / elapsed) if f["executions"] else 0)
     print(f"{args.target}: {f['executions']} executions in {elapsed:.0f} s ({rate}/s), "
           f"coverage {f['edges']} edges, {f['features']} features, corpus {f['corpus']} inputs, "
-          f"crashes {len(found)}{' ' + ', '.join(found) if found else ''}"
+          f"peak RSS {f['rss_mb']} MB, crashes {len(found)}{' ' + ', '.join(found) if found else ''}"
           f"{'' if child.returncode == 0 else f' (libFuzzer exit status {child.returncode})'}")
     return 0 if not found and child.returncode == 0 else 1
 
