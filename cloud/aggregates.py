@@ -23,19 +23,29 @@ Every aggregate is therefore one that can be summed across batches:
   is recomputed for the minutes a batch touched (percentiles are nearest-rank
   over the buckets, so within 1% below the true value; count, sum, min and max are exact);
 - ``significant_per_minute(gateway, sensor, property, minute_ms, count)``.
+
+Landing-zone lines that are not valid events (not UTF-8 or JSON, not of the
+event's shape, a required field missing, an unknown kind) are not counted; the
+same transaction stores them in ``rejected_records`` with their reason, source
+file and batch, and their number in ``committed_batches.rejected``, so they are
+stored exactly once too.
 """
 from __future__ import annotations
 
 import math
+import sqlite3
 import time
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 import sqlite_utils
 
 from .database import transaction
 
 MINUTE_MS = 60_000
+RECORD_LIMIT_BYTES = 64 * 1024
+"""A rejected line is stored cut to this many bytes (``record_bytes`` keeps its length)."""
 
 
 def delay_bucket(delay_ms: int) -> int:
@@ -82,9 +92,27 @@ class BatchAggregates:
     """(minute_ms, kind, bucket_ms, count, sum_ms, min_ms, max_ms)"""
     significant: list[tuple[str, str, str, int, int]] = field(default_factory=list)
     """(gateway, sensor, property, minute_ms, count)"""
+    rejected: list["RejectedRecord"] = field(default_factory=list)
+    """the batch's landing-zone lines that are not valid events"""
+
+    def rejected_by_reason(self) -> list[tuple[str, int]]:
+        """(reason, count) of the rejected lines, most frequent first."""
+        return sorted(Counter(r.reason for r in self.rejected).items(), key=lambda rc: (-rc[1], rc[0]))
+
+
+class RejectedRecord(NamedTuple):
+    """A landing-zone line the job did not count, and why."""
+
+    source_file: str
+    reason: str
+    record: str
+    """the line, cut to RECORD_LIMIT_BYTES"""
+    record_bytes: int
+    """the line's length in bytes before the cut"""
 
 
 def ensure_aggregate_schema(db: sqlite_utils.Database) -> None:
+    """Create the aggregate tables (and add columns a database from an older version lacks)."""
     db.executescript(
         """
         CREATE TABLE IF NOT EXISTS committed_batches (
@@ -92,8 +120,19 @@ def ensure_aggregate_schema(db: sqlite_utils.Database) -> None:
             batch_id INTEGER NOT NULL,
             rows INTEGER NOT NULL,
             committed_ms INTEGER NOT NULL,
+            rejected INTEGER NOT NULL DEFAULT 0,
             PRIMARY KEY (query_id, batch_id)
         );
+        CREATE TABLE IF NOT EXISTS rejected_records (
+            query_id TEXT NOT NULL,
+            batch_id INTEGER NOT NULL,
+            source_file TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            record TEXT NOT NULL,
+            record_bytes INTEGER NOT NULL,
+            rejected_ms INTEGER NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS rejected_records_by_time ON rejected_records (rejected_ms);
         CREATE TABLE IF NOT EXISTS matches_per_minute (
             gateway TEXT NOT NULL,
             pattern TEXT NOT NULL,
@@ -145,6 +184,13 @@ def ensure_aggregate_schema(db: sqlite_utils.Database) -> None:
             ON significant_per_minute (minute_ms, property, gateway, sensor, count);
         """
     )
+    columns = {row[1] for row in db.execute("PRAGMA table_info(committed_batches)").fetchall()}
+    if "rejected" not in columns:
+        try:
+            db.execute("ALTER TABLE committed_batches ADD COLUMN rejected INTEGER NOT NULL DEFAULT 0")
+        except sqlite3.OperationalError as exc:  # another process added it first
+            if "duplicate column" not in str(exc):
+                raise
 
 
 def committed_queries(db: sqlite_utils.Database) -> list[str]:
@@ -154,7 +200,10 @@ def committed_queries(db: sqlite_utils.Database) -> list[str]:
 
 
 def apply_batch(db: sqlite_utils.Database, query_id: str, batch_id: int, batch: BatchAggregates) -> bool:
-    """Add one batch's partial aggregates, exactly once; False if the batch was already applied."""
+    """Add one batch's partial aggregates and store its rejected lines, exactly once.
+
+    False if the batch was already applied (a replayed batch): nothing is added.
+    """
     now_ms = int(time.time() * 1000)
     with transaction(db) as conn:
         seen = conn.execute("SELECT 1 FROM committed_batches WHERE query_id = ? AND batch_id = ?",
@@ -192,6 +241,11 @@ def apply_batch(db: sqlite_utils.Database, query_id: str, batch_id: int, batch: 
                                      (minute_ms, kind)).fetchall()
             conn.execute("UPDATE delay_per_minute SET p50_ms = ?, p95_ms = ? WHERE minute_ms = ? AND kind = ?",
                          (percentile(histogram, 0.50), percentile(histogram, 0.95), minute_ms, kind))
-        conn.execute("INSERT INTO committed_batches (query_id, batch_id, rows, committed_ms) VALUES (?, ?, ?, ?)",
-                     (query_id, batch_id, batch.rows, now_ms))
+        conn.executemany(
+            """INSERT INTO rejected_records (query_id, batch_id, source_file, reason, record, record_bytes, rejected_ms)
+               VALUES (?, ?, ?, ?, ?, ?, ?)""",
+            [(query_id, batch_id, r.source_file, r.reason, r.record, r.record_bytes, now_ms) for r in batch.rejected],
+        )
+        conn.execute("""INSERT INTO committed_batches (query_id, batch_id, rows, committed_ms, rejected)
+                        VALUES (?, ?, ?, ?, ?)""", (query_id, batch_id, batch.rows, now_ms, len(batch.rejected)))
     return True

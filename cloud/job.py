@@ -1,14 +1,17 @@
 """The Spark Structured Streaming job: landing zone -> de-duplicated events -> aggregates.
 
-The query reads the landing zone's closed ``*.jsonl`` files as a file stream
-with an explicit schema, drops duplicate events by id (``dropDuplicatesWithinWatermark``
-with the watermark on ingest time, so a redelivered event is dropped however
-late its match time is, and no event is ever dropped for being late), and hands
-each micro-batch to ``AggregateSink``. The sink writes the batch's events to
-Parquet (``<history>/events/batch_id=N/``, overwritten if the batch is replayed)
-and adds the batch's partial aggregates to SQLite exactly once (see
-``aggregates``). The checkpoint holds the file-source log and the de-duplication
-state, so a restarted job resumes where it stopped.
+The query reads the landing zone's closed ``*.jsonl`` files as a file stream of
+lines and parses each with the event schema (derived from ``shared.events.FIELDS``)
+in PERMISSIVE mode, so every line is either a valid event or a rejected line with
+its reason: a bad line can never fail a batch. Valid events are de-duplicated by
+id (``dropDuplicatesWithinWatermark`` with the watermark on ingest time, so a
+redelivered event is dropped however late its match time is, and a match is
+never dropped for an old match time). Each micro-batch goes to
+``AggregateSink``, which writes the batch's events to Parquet
+(``<history>/events/batch_id=N/``, overwritten if the batch is replayed) and
+adds the batch's partial aggregates and its rejected lines to SQLite exactly
+once (see ``aggregates``). The checkpoint holds the file-source log and the
+de-duplication state, so a restarted job resumes where it stopped.
 
 Nothing here runs Python on executors (no UDFs), so the same job runs
 unchanged on a standalone cluster: only the driver needs Python and SQLite.
@@ -25,7 +28,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from .aggregates import BatchAggregates, apply_batch, committed_queries, ensure_aggregate_schema
+from edgewave.shared.events import (BINDINGS, ENTAILED, FIELDS, LONG, REQUIRED_FIELDS, STRING, STRINGS,
+                                    TYPE_OF_KIND, EventField)
+
+from .aggregates import (RECORD_LIMIT_BYTES, BatchAggregates, RejectedRecord, apply_batch, committed_queries,
+                         ensure_aggregate_schema)
 from .database import open_database
 from .settings import CloudSettings
 from .spark_runtime import build_session, spark_conf, write_log4j_config
@@ -43,50 +50,139 @@ class CheckpointMismatch(RuntimeError):
     """The checkpoint and the SQLite aggregates do not belong together."""
 
 
-def event_schema() -> Any:
-    """The explicit schema of a landing-zone record (an uplink event plus ingestTime)."""
+INGEST_TIME = "ingestTime"
+"""Added by ingest to every landing record: when it was received (ms)."""
+LANDING_FIELDS: tuple[EventField, ...] = FIELDS + (EventField(INGEST_TIME, LONG, True),)
+"""A landing-zone record: the uplink event's fields (shared/events.py) plus ingestTime."""
+REQUIRED_COLUMNS: tuple[str, ...] = REQUIRED_FIELDS + (INGEST_TIME,)
+HISTORY_COLUMNS: list[str] = [f.name for f in LANDING_FIELDS]
+CORRUPT_COLUMN = "_corrupt_record"
+"""Where Spark's JSON parser puts a line it could not convert to the schema (PERMISSIVE mode)."""
+SCANS_PER_BATCH = 2
+"""The query reads each batch's files twice: once for the events, once for the rejected lines."""
+
+_TYPE_NAMES = {STRING: "a string", LONG: "a long (ms)", STRINGS: "an array of strings",
+               BINDINGS: "an array of {variable, value} objects",
+               ENTAILED: "an array of {triple, from, axioms} objects"}
+"""How a rejection reason names each field type of shared/events.py."""
+
+
+def _spark_type(field_type: str) -> Any:
+    """The Spark type of a field type of shared/events.py: a new type there needs a line here."""
     from pyspark.sql import types as T
 
-    return T.StructType([
-        T.StructField("id", T.StringType()),
-        T.StructField("type", T.StringType()),
-        T.StructField("gateway", T.StringType()),
-        T.StructField("pattern", T.StringType()),
-        T.StructField("kind", T.StringType()),
-        T.StructField("windowStart", T.LongType()),
-        T.StructField("windowEnd", T.LongType()),
-        T.StructField("emittedAt", T.LongType()),
-        T.StructField("bindings", T.ArrayType(T.StructType([
-            T.StructField("variable", T.StringType()),
-            T.StructField("value", T.StringType()),
-        ]))),
-        T.StructField("triples", T.ArrayType(T.StringType())),
-        T.StructField("sensor", T.StringType()),
-        T.StructField("property", T.StringType()),
-        T.StructField("result", T.StringType()),
-        T.StructField("ingestTime", T.LongType()),
-    ])
+    def array_of_objects(*members: tuple[str, Any]) -> Any:
+        return T.ArrayType(T.StructType([T.StructField(name, member) for name, member in members]))
+
+    text, texts = T.StringType(), T.ArrayType(T.StringType())
+    types = {
+        STRING: text,
+        LONG: T.LongType(),
+        STRINGS: texts,
+        BINDINGS: array_of_objects(("variable", text), ("value", text)),
+        ENTAILED: array_of_objects(("triple", text), ("from", text), ("axioms", texts)),
+    }
+    if field_type not in types or field_type not in _TYPE_NAMES:  # a reason must be able to name it too
+        raise ValueError(f"event field type {field_type!r} (shared/events.py) has no Spark type in cloud/job.py")
+    return types[field_type]
 
 
-HISTORY_COLUMNS = ["id", "type", "gateway", "pattern", "kind", "windowStart", "windowEnd", "emittedAt",
-                   "bindings", "triples", "sensor", "property", "result", "ingestTime"]
+def event_schema() -> Any:
+    """The Spark schema of a landing-zone record, derived from ``shared.events.FIELDS`` plus ingestTime.
+
+    One definition of the event: what ingest validates is what the job reads.
+    """
+    from pyspark.sql import types as T
+
+    return T.StructType([T.StructField(f.name, _spark_type(f.type)) for f in LANDING_FIELDS])
 
 
-def event_stream(spark: "SparkSession", events_dir: str, settings: CloudSettings) -> "DataFrame":
-    """The de-duplicated stream of landing-zone events."""
+def _rejection_reason() -> Any:
+    """Why a rejected line was rejected: short, and naming the field where there is one.
+
+    Evaluated only on rejected lines. A line Spark could not convert is inspected
+    with ``try_parse_json`` (a Variant) to say which field does not fit; the rest
+    are plain column tests.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    misfits = []
+    for f in LANDING_FIELDS:
+        # The parser nulls a value it cannot convert: a field that is null here but not in the
+        # line is the one that does not fit. In an array of objects only the member is nulled.
+        unread = F.col(f.name).isNull()
+        spark_type = _spark_type(f.type)
+        if isinstance(spark_type, T.ArrayType) and isinstance(spark_type.elementType, T.StructType):
+            holes = " OR ".join(f"x.`{m.name}` IS NULL" for m in spark_type.elementType.fields)
+            unread = unread | F.expr(f"exists(`{f.name}`, x -> x IS NULL OR {holes})")
+        got = F.expr(f"to_json(variant_get(json, '$.{f.name}', 'variant'))")  # null if absent, 'null' if null
+        shown = F.when(F.length(got) > 40, F.concat(F.substring(got, 1, 40), F.lit("..."))).otherwise(got)
+        misfits.append(F.when(unread & (got != F.lit("null")),
+                              F.concat(F.lit(f"{f.name} must be {_TYPE_NAMES[f.type]}, got "), shown)))
+    does_not_fit = F.coalesce(
+        F.when(~F.expr("is_valid_utf8(line)"), F.lit("not UTF-8 text")),
+        F.when(F.col("json").isNull(), F.lit("not JSON")),
+        F.when(~F.col("line").rlike(r"^\s*\{"), F.lit("not a JSON object")),
+        *misfits,
+        F.lit("not JSON or does not fit the event schema"),
+    )
+    missing = F.array_compact(F.array(*[F.when(F.col(name).isNull(), F.lit(name)) for name in REQUIRED_COLUMNS]))
+    return (F.when(F.col(CORRUPT_COLUMN).isNotNull() | ~F.expr("is_valid_utf8(line)"), does_not_fit)
+            .when(F.size(missing) == 1, F.concat(F.lit("missing required field "), missing[0]))
+            .when(F.size(missing) > 1, F.concat(F.lit("missing required fields "), F.array_join(missing, ", ")))
+            .otherwise(F.concat(F.lit("unknown kind '"), F.substring("kind", 1, 80), F.lit("'"))))
+
+
+def landing_stream(spark: "SparkSession", events_dir: str, settings: CloudSettings) -> "DataFrame":
+    """Every landing-zone line, as a de-duplicated valid event or a rejected line with its reason.
+
+    Lines are read as text and parsed with ``from_json`` in PERMISSIVE mode, so a
+    line that does not fit the schema (or is not JSON) lands in a corrupt-record
+    column instead of failing the batch, and every rejected line keeps its
+    original text. Valid events go through the de-duplication; rejected lines
+    do not (they may have no id or time). The two parts are unioned: rows with a
+    null ``reason`` are events (HISTORY_COLUMNS), the others carry
+    ``source_file``, ``reason``, ``record`` and ``record_bytes``.
+    """
     from pyspark.sql import functions as F
 
-    raw = (spark.readStream.schema(event_schema())
-           .option("pathGlobFilter", "*.jsonl")  # closed files only, never *.jsonl.inprogress
-           # List date=*/ folders without partition discovery: the schema must not change when
-           # the first partition folder appears after the query started.
-           .option("recursiveFileLookup", "true")
-           .option("maxFilesPerTrigger", settings.spark.max_files_per_trigger)
-           .json(events_dir))
-    return (raw.where(F.col("id").isNotNull() & F.col("windowEnd").isNotNull() & F.col("ingestTime").isNotNull())
-            .withColumn("ingestTs", F.timestamp_millis("ingestTime"))
-            .withWatermark("ingestTs", settings.spark.dedup_horizon)
-            .dropDuplicatesWithinWatermark(["id"]))
+    lines = (spark.readStream
+             .option("pathGlobFilter", "*.jsonl")  # closed files only, never *.jsonl.inprogress
+             # List date=*/ folders without partition discovery: the schema must not change when
+             # the first partition folder appears after the query started.
+             .option("recursiveFileLookup", "true")
+             .option("maxFilesPerTrigger", settings.spark.max_files_per_trigger)
+             # A file deleted between listing and reading cannot be read on any retry: skip it, with
+             # Spark's warning naming it, rather than fail the batch forever. Other read errors still
+             # fail the batch (no ignoreCorruptFiles: it would also skip the rest of a file on a
+             # transient error, losing its events without a trace).
+             .option("ignoreMissingFiles", "true")
+             .text(events_dir)
+             .select(F.col("value").alias("line"), F.col("_metadata.file_path").alias("source_file"))
+             .where(F.col("line").rlike(r"\S")))  # blank lines are not records
+    schema = event_schema().add(CORRUPT_COLUMN, "string")
+    parsed = lines.select("line", "source_file", F.from_json(
+        "line", schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}).alias("r")
+    ).select("line", "source_file", "r.*")
+    rejected_if = (F.col(CORRUPT_COLUMN).isNotNull()
+                   | ~F.expr("is_valid_utf8(line)")  # the parser would read invalid bytes as U+FFFD
+                   | ~F.coalesce(F.col("kind").isin(*TYPE_OF_KIND), F.lit(False)))
+    for name in REQUIRED_COLUMNS:
+        rejected_if = rejected_if | F.col(name).isNull()
+    events = (parsed.where(~rejected_if).select(*HISTORY_COLUMNS)
+              .withColumn("ingestTs", F.timestamp_millis(INGEST_TIME))
+              .withWatermark("ingestTs", settings.spark.dedup_horizon)
+              .dropDuplicatesWithinWatermark(["id"])
+              .drop("ingestTs"))
+    rejected = (parsed.where(rejected_if)
+                .withColumn("json", F.when(F.col(CORRUPT_COLUMN).isNotNull(), F.expr("try_parse_json(line)")))
+                .select("source_file", _rejection_reason().alias("reason"),
+                        F.when(F.octet_length("line") <= RECORD_LIMIT_BYTES, F.col("line"))
+                        .otherwise(F.expr(f"CAST(substring(CAST(line AS BINARY), 1, {RECORD_LIMIT_BYTES}) AS STRING)"))
+                        .alias("record"),
+                        F.octet_length("line").cast("long").alias("record_bytes")))
+    return events.unionByName(rejected, allowMissingColumns=True)
 
 
 def delay_bucket_column(delay: str) -> Any:
@@ -101,12 +197,14 @@ def delay_bucket_column(delay: str) -> Any:
 def batch_aggregates(batch: "DataFrame") -> BatchAggregates:
     """One micro-batch's contribution to every aggregate, computed by Spark, collected small.
 
-    The four group-bys are unioned into one narrow result so the batch costs one
-    Spark job, not four: each row is tagged with the aggregate it belongs to.
+    ``batch`` is a batch of ``landing_stream``: events and rejected lines. The
+    four group-bys over the events and the rejected lines themselves (few, and
+    each cut to RECORD_LIMIT_BYTES) are unioned into one narrow result so the
+    batch costs one Spark job, not five: each row is tagged with what it is.
     """
     from pyspark.sql import functions as F
 
-    ev = batch.select(
+    ev = batch.where(F.col("reason").isNull()).select(
         F.coalesce("gateway", F.lit("")).alias("gateway"),
         F.coalesce("pattern", F.lit("")).alias("pattern"),
         "kind", "bindings",
@@ -137,6 +235,7 @@ def batch_aggregates(batch: "DataFrame") -> BatchAggregates:
                      F.max("delay").alias("high")))
     by_sensor = (ev.where(c("kind") == "significant").groupBy("gateway", "sensor", "property", "minute_ms")
                  .agg(F.count(F.lit(1)).alias("n")))
+    rejected = batch.where(c("reason").isNotNull())
     rows = (tagged("m", by_minute, c("gateway"), c("pattern"), empty, c("minute_ms"), zero, c("n"), zero, zero, zero)
             .unionByName(tagged("b", by_value, c("pattern"), c("variable"), c("value"), zero, zero, c("n"),
                                 zero, zero, zero))
@@ -144,6 +243,8 @@ def batch_aggregates(batch: "DataFrame") -> BatchAggregates:
                                 c("total"), c("low"), c("high")))
             .unionByName(tagged("s", by_sensor, c("gateway"), c("sensor"), c("property"), c("minute_ms"), zero,
                                 c("n"), zero, zero, zero))
+            .unionByName(tagged("r", rejected, c("reason"), c("source_file"), c("record"), zero, zero,
+                                c("record_bytes"), zero, zero, zero))
             .collect())
     result = BatchAggregates()
     for r in rows:
@@ -154,13 +255,18 @@ def batch_aggregates(batch: "DataFrame") -> BatchAggregates:
         elif r.agg == "d":
             result.delays.append((r.minute, r.k1, r.bucket, r.n, r.total, r.low, r.high))
             result.rows += r.n  # every event has exactly one delay
-        else:
+        elif r.agg == "s":
             result.significant.append((r.k1, r.k2, r.k3, r.minute, r.n))
+        else:
+            result.rejected.append(RejectedRecord(r.k2 or "", r.k1, r.k3 or "", r.n or 0))
     return result
 
 
 class AggregateSink:
-    """foreachBatch: Parquet history (idempotent overwrite) then SQLite (exactly once)."""
+    """foreachBatch: Parquet history of the events (idempotent overwrite), then SQLite (exactly once).
+
+    SQLite gets the batch's aggregates and its rejected lines in one transaction.
+    """
 
     def __init__(self, database: str, history: str) -> None:
         self.database = database
@@ -178,18 +284,22 @@ class AggregateSink:
         if not self._query_id_set.wait(timeout=300):
             raise RuntimeError("streaming query id not set within 300 s")
         assert self._query_id is not None
+        from pyspark.sql import functions as F
+
         started = time.monotonic()
         if self._db is None:
             self._db = open_database(self.database)
             ensure_aggregate_schema(self._db)
+        _failpoint("batch_start", batch_id)
         batch = batch.persist()
         try:
             partial = batch_aggregates(batch)
-            if partial.rows == 0:  # a no-data batch (the watermark moved): nothing to count
+            if partial.rows == 0 and not partial.rejected:  # a no-data batch (the watermark moved)
                 return
             aggregated = time.monotonic()
-            batch.select(*HISTORY_COLUMNS).write.mode("overwrite").parquet(
-                f"{self.history}/events/batch_id={batch_id}")
+            if partial.rows:
+                (batch.where(F.col("reason").isNull()).select(*HISTORY_COLUMNS)
+                 .write.mode("overwrite").parquet(f"{self.history}/events/batch_id={batch_id}"))
             written = time.monotonic()
             _failpoint("before_sqlite", batch_id)
             applied = apply_batch(self._db, self._query_id, batch_id, partial)
@@ -197,10 +307,17 @@ class AggregateSink:
         finally:
             batch.unpersist()
         done = time.monotonic()
-        log.info("aggregates batch=%d events=%d match_minutes=%d applied=%s aggregate_ms=%d parquet_ms=%d "
-                 "sqlite_ms=%d", batch_id, partial.rows, len(partial.matches),
+        log.info("aggregates batch=%d events=%d rejected=%d match_minutes=%d applied=%s aggregate_ms=%d "
+                 "parquet_ms=%d sqlite_ms=%d", batch_id, partial.rows, len(partial.rejected), len(partial.matches),
                  "yes" if applied else "no (already committed: replayed batch)", (aggregated - started) * 1000,
                  (written - aggregated) * 1000, (done - written) * 1000)
+        if partial.rejected and applied:
+            by_reason = partial.rejected_by_reason()
+            reasons = "; ".join(f"{reason} x{count}" for reason, count in by_reason[:3])
+            more = f"; {len(by_reason) - 3} more reasons" if len(by_reason) > 3 else ""
+            log.warning("rejected records batch=%d count=%d files=%d reasons: %s%s (table rejected_records)",
+                        batch_id, len(partial.rejected), len({r.source_file for r in partial.rejected}), reasons,
+                        more)
 
 
 def _failpoint(name: str, batch_id: int) -> None:
@@ -229,11 +346,14 @@ def _progress_listener() -> Any:
         def onQueryProgress(self, event: Any) -> None:
             p = event.progress
             state_rows = sum(op.numRowsTotal for op in (p.stateOperators or []))
+            dropped_late = sum(op.numRowsDroppedByWatermark for op in (p.stateOperators or []))
             durations = p.durationMs or {}
+            # Spark counts every line once per scan of the batch's files.
             log.info("progress batch=%d rows_in=%d input_rows_per_s=%.1f processed_rows_per_s=%.1f "
-                     "batch_ms=%s sink_and_state_ms=%s dedup_state_rows=%d", p.batchId, p.numInputRows,
-                     p.inputRowsPerSecond or 0.0, p.processedRowsPerSecond or 0.0,
-                     durations.get("triggerExecution"), durations.get("addBatch"), state_rows)
+                     "batch_ms=%s sink_and_state_ms=%s dedup_state_rows=%d dropped_late=%d", p.batchId,
+                     p.numInputRows // SCANS_PER_BATCH, (p.inputRowsPerSecond or 0.0) / SCANS_PER_BATCH,
+                     (p.processedRowsPerSecond or 0.0) / SCANS_PER_BATCH, durations.get("triggerExecution"),
+                     durations.get("addBatch"), state_rows, dropped_late)
 
         def onQueryIdle(self, event: Any) -> None:
             pass
@@ -304,7 +424,7 @@ def start_query(spark: "SparkSession", settings: CloudSettings, *, available_now
     checkpoint = settings.spark.checkpoint
     if _is_local(checkpoint):
         checkpoint = str(Path(checkpoint).resolve())
-    writer = (event_stream(spark, events_path, settings).writeStream
+    writer = (landing_stream(spark, events_path, settings).writeStream
               .queryName(QUERY_NAME).foreachBatch(sink).option("checkpointLocation", checkpoint))
     if available_now:
         writer = writer.trigger(availableNow=True)
