@@ -117,7 +117,8 @@ def recorded_items(fh: Iterable[str], errors: list[NTriplesError]) -> Iterator[t
         if line.isascii():
             ts_text, tab, statement = line.partition("\t")
             try:
-                triple = parse_line(statement) if tab and ts_text.isdigit() else None
+                # beyond 18 digits the shared reader decides (it refuses what exceeds 64 bits)
+                triple = parse_line(statement) if tab and ts_text.isdigit() and len(ts_text) <= 18 else None
             except NTriplesError:
                 triple = None
             if triple is not None:

@@ -573,7 +573,9 @@ def read_recorded_lean(
                 head, p, o, dot = parts
                 if head != last_head:
                     ts_text, tab, s = head.partition("\t")
-                    if tab and ts_text.isdigit():
+                    # 18 digits always fit in 64 bits; a longer timestamp goes to ``other``, which refuses
+                    # what read_recorded refuses
+                    if tab and ts_text.isdigit() and len(ts_text) <= 18:
                         s = subjects.get(s) or learn(subjects, s, _subject_token, _CANONICAL_SUBJECT)
                         if s:
                             last_head, last_ts, last_s = head, int(ts_text), s

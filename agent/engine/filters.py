@@ -151,10 +151,15 @@ def _parse_date(lexical: str) -> Date | None:
         return None
 
 
+_INT_DIGITS_MAX = 4000
+
+
 def _typed_value(term: str, lexical: str, datatype: str) -> Any:
     if datatype in _INTEGER_TYPES:
         if _INTEGER_RE.match(lexical):
-            return int(lexical)
+            # int() refuses more than 4,300 digits (CPython's guard against slow conversions);
+            # a Decimal holds any integer exactly and compares exactly with ints
+            return int(lexical) if len(lexical) <= _INT_DIGITS_MAX else Decimal(lexical)
     elif datatype == XSD + "decimal":
         if _DECIMAL_RE.match(lexical):
             return Decimal(lexical)

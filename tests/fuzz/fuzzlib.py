@@ -1,11 +1,11 @@
 """What the fuzz targets share: turning bytes into text, and known, reported crashes.
 
 A target's ``TestOneInput(data)`` calls one decoder family and lets only the documented
-error type pass; anything else propagates and is a crash. A crash that is already
-reported to the owner of the decoder, with a failing regression test in
-``tests/unit/test_fuzz_reported.py``, is listed in the target's ``KNOWN``; it still
-crashes the target unless ``EDGEWAVE_FUZZ_ALLOW_KNOWN=1`` (``run.py --allow-known``), so
-that a long run can look past it for new ones. When the owner fixes it, the entry goes.
+error type pass; anything else propagates and is a crash. A crash that is found but not
+fixed yet is listed in the target's ``KNOWN``; it still crashes the target unless
+``EDGEWAVE_FUZZ_ALLOW_KNOWN=1`` (``run.py --allow-known``), so that a long run can look
+past it for new ones. When the decoder is fixed, the entry goes and the input moves to
+``regressions/``.
 """
 from __future__ import annotations
 

@@ -287,3 +287,25 @@ def test_a_bound_predicate_is_reusable_across_rows():
     keep = query.filters[0].bind({"v": 0})
     rows = [[integer(n)] for n in (5, 10, 15, 20)] + [[decimal("19.5")], [double("1e1")], ['"15"']]
     assert [keep(row) for row in rows] == [False, True, True, False, True, True, False]
+
+
+# ----------------------------------------------------------------------------- integers beyond int()'s digit limit
+
+def test_integers_of_thousands_of_digits_compare_exactly():
+    """CPython's int() refuses more than 4,300 digits; a FILTER constant or a sensor value that long
+    is still an integer, compared exactly (found by fuzzing: adding such a query raised ValueError)."""
+    huge = "9" * 5000
+    assert keeps(f"?v > {huge[:-1]}", v=integer(huge))
+    assert not keeps(f"?v < {huge}", v=integer(huge))
+    assert keeps(f"?v = {huge}", v=integer(huge))
+    assert keeps(f"?v < {huge}", v=integer(25))
+
+
+def test_a_query_with_a_5000_digit_constant_can_be_added_to_an_engine():
+    from edgewave.agent.engine import Engine
+
+    query = parse_query("SELECT * FROM STREAM <http://example.org/s> [RANGE 1s] "
+                        "WHERE { ?s ?p ?o FILTER(?o > " + "9" * 5000 + ") }")
+    engine = Engine(on_match=lambda match: None)
+    engine.add_query(query)
+    assert query.name in engine.queries()

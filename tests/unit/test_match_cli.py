@@ -305,3 +305,22 @@ def test_peak_memory_is_the_commands_own_not_its_parents(files):
     assert result.returncode == 0, result.stderr
     peak = float(re.search(r"peak_memory_mb=([\d.]+)", result.stderr).group(1))
     assert 5 < peak < 150, result.stderr
+
+
+FUZZ_REGRESSIONS = Path(__file__).resolve().parent.parent / "fuzz" / "regressions" / "ntriples"
+
+
+@pytest.mark.parametrize("name, reason", [
+    ("lean-huge-timestamp.tsv", "beyond a signed 64-bit integer"),
+    ("lean-beyond-64-bit-timestamp.tsv", "beyond a signed 64-bit integer"),
+])
+def test_the_match_clis_reader_refuses_timestamps_beyond_64_bits_as_read_recorded_does(name, reason):
+    """Found by fuzzing: the fast reader took them (or raised ValueError from int())."""
+    from edgewave.agent.match_cli import recorded_items
+    from edgewave.shared.recorded import read_recorded
+
+    lines = (FUZZ_REGRESSIONS / name).read_text().splitlines(keepends=True)
+    ours, theirs = [], []
+    assert list(recorded_items(iter(lines), ours)) == list(read_recorded(lines, theirs))
+    assert [(e.line, e.column, e.reason) for e in ours] == [(e.line, e.column, e.reason) for e in theirs]
+    assert any(reason in e.reason for e in ours)
