@@ -1,11 +1,12 @@
 """What made a match: its bindings, its window and the triples that contributed, for the evidence views.
 
 The live feed's row of a match carries its bindings, the window interval and the
-contributing triples as N-Triples statements. An event may also say which of
-those triples the gateway entailed and by which schema axioms (the optional
-``ENTAILMENT_FIELD``); when it does, each entailed triple is marked and shows its
-axiom chain, and an event without it shows the triples as they are. Per-triple
-timestamps are shown where the event carries them. One function serves the
+contributing triples as N-Triples statements, and (from agents that report it)
+``entailed``: which of those triples the gateway entailed, each with the asserted
+triple it came from and the schema axioms, in order (docs/ARCHITECTURE.md,
+"Uplink events"). Entailed triples are marked and show that chain; an event
+without the field (an older agent) shows the triples as they are. Per-triple
+timestamps are shown where the row carries them. One function serves the
 server-rendered evidence pages and the live page's panel (which gets the same
 structure inside each server-sent event).
 """
@@ -15,8 +16,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-ENTAILMENT_FIELDS = ("entailment", "entailed")
-"""Where an event names its entailed triples: the live feed's column, or the uplink event's field."""
+ENTAILMENT_FIELD = "entailed"
 MAX_AXIOMS = 32
 
 
@@ -40,11 +40,12 @@ class Evidence:
     emitted_at: int | None
     ingest_ms: int | None
     triples: list[TripleView]
-    has_entailment: bool
+    reports_entailment: bool
+    """whether the event says which triples were entailed (older agents do not)"""
 
     def as_json(self) -> dict[str, Any]:
         return {"window_start": self.window_start, "window_end": self.window_end,
-                "has_entailment": self.has_entailment, "triples": [asdict(t) for t in self.triples]}
+                "reports_entailment": self.reports_entailment, "triples": [asdict(t) for t in self.triples]}
 
 
 def _loaded(value: Any) -> Any:
@@ -75,32 +76,19 @@ def _text(term: Any) -> str | None:
     return None
 
 
-def _entailments(raw: Any, triples: list[str]) -> dict[str, tuple[list[str], str | None]]:
-    """{statement: (axiom chain, source)} from the event's entailment field, whichever of its shapes it
-    uses: a list of {triple | index, axioms | via, source}, or a mapping statement -> axioms."""
-    raw = _loaded(raw)
+def _entailments(raw: Any) -> dict[str, tuple[list[str], str | None]]:
+    """{statement: (axiom chain, the triple it came from)} from the event's ``entailed`` list of
+    ``{triple, from, axioms}``; entries of another shape are skipped."""
     out: dict[str, tuple[list[str], str | None]] = {}
-    if isinstance(raw, dict):
-        raw = [{"triple": k, "axioms": v} for k, v in raw.items()]
-    if not isinstance(raw, list):
-        return out
-    for entry in raw:
-        if isinstance(entry, str):
-            out[_statement(entry)] = ([], None)
-            continue
+    for entry in raw if isinstance(raw, list) else []:
         if not isinstance(entry, dict):
             continue
-        target = _text(entry.get("triple", entry.get("statement")))
-        index = _int(entry.get("index"))
-        if target is None and index is not None and 0 <= index < len(triples):
-            target = _statement(triples[index])
+        target = _text(entry.get("triple"))
         if target is None:
             continue
-        axioms = entry.get("axioms", entry.get("via", entry.get("chain", [])))
-        if isinstance(axioms, str):
-            axioms = [axioms]
+        axioms = entry.get("axioms")
         chain = [t for t in (_text(a) for a in axioms) if t] if isinstance(axioms, list) else []
-        out[target] = (chain[:MAX_AXIOMS], _text(entry.get("source")))
+        out[target] = (chain[:MAX_AXIOMS], _text(entry.get("from")))
     return out
 
 
@@ -115,8 +103,8 @@ def _times(item: dict[str, Any], count: int) -> list[int | None]:
 def evidence_of(item: dict[str, Any]) -> Evidence:
     """The evidence of one live-feed row (a match or a significant observation)."""
     triples = [t for t in (_loaded(item.get("triples")) or []) if isinstance(t, str)]
-    raw = next((item[name] for name in ENTAILMENT_FIELDS if item.get(name) not in (None, "", "[]")), None)
-    entailed = _entailments(raw, triples)
+    raw = _loaded(item.get(ENTAILMENT_FIELD))
+    entailed = _entailments(raw)
     times = _times(item, len(triples))
     views = []
     for text, time_ms in zip(triples, times):
@@ -127,4 +115,4 @@ def evidence_of(item: dict[str, Any]) -> Evidence:
                 if isinstance(b, dict)]
     return Evidence(str(item.get("id", "")), str(item.get("gateway", "")), item.get("pattern"), bindings,
                     _int(item.get("window_start")), _int(item.get("window_end")), _int(item.get("emitted_at")),
-                    _int(item.get("ingest_ms")), views, bool(entailed))
+                    _int(item.get("ingest_ms")), views, isinstance(raw, list))

@@ -23,6 +23,7 @@ import argparse
 import http.client
 import json
 import random
+import socket
 import statistics
 import sys
 import tempfile
@@ -140,12 +141,19 @@ class SseClient(threading.Thread):
                     self.open.set()
                 elif line.startswith("data: "):
                     self.arrivals[json.loads(line[6:])["id"]] = time.monotonic()
-        except (OSError, ValueError, AttributeError) as exc:    # closed under the reader at the end
+        except (OSError, ValueError) as exc:            # shut down under the reader at the end
             self.error = self.error or repr(exc)
         finally:
             self.open.set()
 
     def close(self) -> None:
+        """Shut the socket down first: closing the buffered reader alone waits for the read it is blocked in."""
+        if self.conn is not None and self.conn.sock is not None:
+            try:
+                self.conn.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self.join(timeout=5)
         if self.conn is not None:
             self.conn.close()
 

@@ -334,6 +334,34 @@ def test_live_matches_arrive_within_seconds_with_their_evidence(context, dashboa
     assert page.locator("#live-table tbody tr").count() == 1
 
 
+def test_only_an_operator_acknowledges_or_clears_an_alarm_and_only_with_the_token(context, browser, dashboard):
+    """The live test's matches opened alarms (the dashboard's follower); a viewer sees them and changes nothing."""
+    page = log_in(context, "victor")
+    page.goto("/alarms")
+    row = page.locator("#alarms-table tbody tr[data-state=active]", has_text="fire").first
+    alarm_id = row.get_attribute("data-alarm-id")
+    page.goto(f"/alarms/{alarm_id}")
+    assert page.locator("form.ack").count() == 0 and page.locator("form.clear").count() == 0
+    token = page.locator("body").get_attribute("data-csrf")
+    refused = context.request.post(f"/alarms/{alarm_id}/ack", form={"csrf_token": token, "comment": "mine"},
+                                   max_redirects=0)
+    assert refused.status == 403 and "operator" in refused.text()
+    operator = browser.new_context(base_url=dashboard.url)
+    try:
+        page = log_in(operator, "alice")
+        page.goto(f"/alarms/{alarm_id}")
+        assert operator.request.post(f"/alarms/{alarm_id}/clear", max_redirects=0).status == 403   # no token
+        empty = operator.request.post(f"/alarms/{alarm_id}/ack", max_redirects=0, form={
+            "csrf_token": page.locator("body").get_attribute("data-csrf"), "comment": " "})
+        assert empty.status == 409 and "comment is empty" in empty.text()
+        assert page.locator("#alarm-state").inner_text() == "active"
+        page.reload()
+        assert page.locator("#alarm-state").inner_text() == "active"
+    finally:
+        operator.close()
+    assert "dashboard refused user=victor role=viewer needs=operator path=/alarms/" in dashboard.proc.log()
+
+
 def test_failed_logins_are_rate_limited_per_user_and_per_address(browser, dashboard):
     """Last in the module: it uses up 127.0.0.1's failures (limits in the fixture: 3 per user, 6 per address)."""
     ctx = browser.new_context(base_url=dashboard.url)

@@ -40,13 +40,18 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900),
               pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium not installed")]
 
 
+SCHEMA = "ex:triggeredBy rdfs:subPropertyOf ex:raisedBy ."
+"""A vendor's term for raisedBy: an alarm that says triggeredBy matches through entailment."""
+
+
 def document(patterns: dict[str, str], static: str = "ex:s1 ex:locatedIn ex:room1 .") -> str:
     """A config document (no ew:version: push-config assigns it)."""
     blocks = " ,\n    ".join(f'[ a ew:Pattern ; ew:name "{name}" ; ew:query """{text}""" ]'
                               for name, text in patterns.items())
     return (f"@prefix ew: <https://edgewave.dev/ns#> .\n@prefix ex: <{EX}> .\n"
+            f"@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n"
             f"ew:config {{\n  ex:cfg a ew:GatewayConfig ;\n    ew:pattern {blocks} .\n}}\n"
-            f"ew:static {{ {static} }}\n")
+            f"ew:schema {{ {SCHEMA} }}\new:static {{ {static} }}\n")
 
 
 FIRST = document({"alarm": ALARM})
@@ -62,9 +67,13 @@ class Pipeline:
     sensors: Publisher
     port: int
 
-    def publish_alarm(self, n: int) -> None:
-        """An alarm message that completes the `alarm` pattern on its own (room1, through static data)."""
-        self.sensors.publish("ew/in/alarm/s1", alarm(n))
+    def publish_alarm(self, n: int, vendor: bool = False) -> None:
+        """An alarm message that completes the `alarm` pattern on its own (room1, through static data);
+        ``vendor``: it says triggeredBy, and the gateway entails raisedBy from the schema."""
+        payload = alarm(n)
+        if vendor:
+            payload = payload.replace(f"<{EX}raisedBy>".encode(), f"<{EX}triggeredBy>".encode())
+        self.sensors.publish("ew/in/alarm/s1", payload)
 
     def matches_in_sqlite(self) -> int:
         rows = query(self.db, "SELECT SUM(count) FROM matches_per_minute")
@@ -145,7 +154,8 @@ def reload_until(page, check, timeout: float, what: str) -> None:
 
 
 def test_the_overview_chart_shows_exactly_the_counts_in_sqlite(page, pipeline):
-    with page.expect_response(lambda r: "/api/matches" in r.url) as info:
+    page.goto("/gateways")      # away from the overview the login landed on (its chart fetch is done)
+    with page.expect_response(lambda r: "/api/matches" in r.url and "range=1h" in r.url) as info:
         page.goto("/?range=1h")
     chart = info.value.json()
     page.wait_for_selector("#matches-chart[data-drawn=chart] canvas")
@@ -166,7 +176,7 @@ def test_a_new_match_reaches_the_live_page_within_5s_with_its_evidence(page, pip
     page.wait_for_selector("#live-state[data-state=live]")
     page.wait_for_selector("#live-table tr.live-match")           # the backlog: the first matches
     started = time.monotonic()
-    pipeline.publish_alarm(10)
+    pipeline.publish_alarm(10, vendor=True)
     row = page.locator("#live-table tbody tr", has_text=f"<{EX}alarm10>")
     row.wait_for(timeout=5000)
     assert time.monotonic() - started < 5.0
@@ -177,12 +187,19 @@ def test_a_new_match_reaches_the_live_page_within_5s_with_its_evidence(page, pip
     assert statement in panel.inner_text()
     assert f"<{EX}alarm10> <{EX}raisedBy> <{EX}s1> ." in panel.inner_text()
     assert "Window" in panel.inner_text()
+    # The contributing raisedBy triple was entailed from the message's triggeredBy, by the schema's axiom.
+    entailed = panel.locator("li.triple.entailed")
+    assert entailed.count() == 1 and f"<{EX}alarm10> <{EX}raisedBy> <{EX}s1> ." in entailed.inner_text()
+    assert f"from <{EX}alarm10> <{EX}triggeredBy> <{EX}s1> ." in entailed.inner_text()
+    assert f"<{EX}triggeredBy> <http://www.w3.org/2000/01/rdf-schema#subPropertyOf> <{EX}raisedBy> ." \
+        in entailed.inner_text()
     save_screenshot(page, "dashboard-live.png")
     # The match's own evidence page, from the dashboard's alarm state.
     panel.locator("a", has_text="evidence").click()
     page.wait_for_url(re.compile(r"/matches/"))
     assert statement in page.locator(".evidence-page").inner_text()
     assert f"<{EX}room1>" in page.locator(".evidence-page table.bindings").inner_text()
+    assert page.locator(".evidence-page li.triple.entailed .axioms").inner_text().count("subPropertyOf") == 1
 
 
 def _dashboard_child(pipeline: Pipeline) -> int:
@@ -238,8 +255,10 @@ def test_an_acknowledged_alarm_stays_so_and_one_key_keeps_one_open_alarm(page, p
     assert fresh.get_attribute("data-alarm-id") != alarm_id and fresh.get_attribute("data-count") == "1"
 
 
-def _status_of(page, gateway: str) -> str:
-    return page.locator(f"#config-table tr[data-gateway='{gateway}'] [data-status]").get_attribute("data-status")
+def _newest_push(page, gateway: str) -> tuple[str, str]:
+    """(version, shown status) of the gateway's newest push on the configuration page."""
+    row = page.locator(f"#config-table tr[data-gateway='{gateway}']")
+    return row.get_attribute("data-version"), row.locator("[data-status]").get_attribute("data-status")
 
 
 def test_pushing_from_the_form_is_applied_by_the_agent_and_a_broken_pattern_shows_why(page, pipeline):
@@ -251,7 +270,7 @@ def test_pushing_from_the_form_is_applied_by_the_agent_and_a_broken_pattern_show
     editor.locator("input[name=gateway][value=gw1]").check()
     editor.locator("button[type=submit]").click()
     page.wait_for_url(re.compile(r"/config\?pushed=gw1"))
-    reload_until(page, lambda: _status_of(page, "gw1") == "applied", 60, "the agent to apply version 2")
+    reload_until(page, lambda: _newest_push(page, "gw1") == ("2", "applied"), 60, "the agent to apply version 2")
     assert query(pipeline.db, "SELECT version, status FROM config_pushes WHERE gateway='gw1' ORDER BY version") == \
         [(1, "applied"), (2, "applied")]
     save_screenshot(page, "dashboard-config.png")
@@ -267,7 +286,7 @@ def test_pushing_from_the_form_is_applied_by_the_agent_and_a_broken_pattern_show
     page.locator("form.push-editor input[name=gateway][value=gw1]").check()
     page.locator("form.push-editor button[type=submit]").click()
     page.wait_for_url(re.compile(r"/config\?pushed=gw1"))
-    reload_until(page, lambda: _status_of(page, "gw1") == "rejected", 60, "the agent to reject version 3")
+    reload_until(page, lambda: _newest_push(page, "gw1") == ("3", "rejected"), 60, "the agent to reject version 3")
     assert "duplicate pattern name" in page.locator("#config-table tr[data-gateway='gw1']").inner_text()
     # The old patterns keep matching.
     pipeline.publish_alarm(20)

@@ -38,21 +38,19 @@ def test_patterns_are_highlighted_and_escaped():
     assert "<b>" not in html
 
 
-def test_evidence_marks_entailed_triples_when_the_event_names_them_and_works_without():
+def test_evidence_marks_entailed_triples_with_their_source_and_axioms_and_works_without():
     triples = ['<http://x/o1> <http://x/type> <http://x/Smoke> .', '<http://x/o1> <http://x/v> "1" .']
     row = {"id": "urn:edgewave:event:1", "gateway": "gw1", "kind": "match", "pattern": "fire", "window_start": 1000,
            "window_end": 2000, "emitted_at": 2100, "ingest_ms": 2200, "bindings": [{"variable": "o", "value": "<http://x/o1>"}],
            "triples": triples}
-    plain = evidence_of(row)
-    assert [t.entailed for t in plain.triples] == [False, False] and not plain.has_entailment
-    assert plain.bindings == [("o", "<http://x/o1>")] and (plain.window_start, plain.window_end) == (1000, 2000)
-    axioms = ["<http://x/AcmeSmoke> rdfs:subClassOf <http://x/Smoke> ."]
-    for field in ({"entailment": json.dumps([{"triple": triples[0], "axioms": axioms}])},
-                  {"entailment": [{"index": 0, "axioms": axioms}]},
-                  {"entailed": {triples[0].rstrip(" ."): axioms}},
-                  {"entailment": [{"triple": ["<http://x/o1>", "<http://x/type>", "<http://x/Smoke>"],
-                                   "source": ["<http://x/o1>", "<http://x/type>", "<http://x/AcmeSmoke>"],
-                                   "axioms": [["<http://x/AcmeSmoke>", "rdfs:subClassOf", "<http://x/Smoke>"]]}]}):
-        marked = evidence_of({**row, **field})
-        assert [(t.entailed, t.axioms) for t in marked.triples] == [(True, axioms), (False, [])], field
-        assert marked.has_entailment
+    older = evidence_of(row)                      # an agent from before `entailed`
+    assert [t.entailed for t in older.triples] == [False, False] and not older.reports_entailment
+    assert older.bindings == [("o", "<http://x/o1>")] and (older.window_start, older.window_end) == (1000, 2000)
+    none = evidence_of({**row, "entailed": []})   # says so: nothing was entailed
+    assert none.reports_entailment and not any(t.entailed for t in none.triples)
+    axioms = ["<http://x/AcmeSmoke> <http://www.w3.org/2000/01/rdf-schema#subClassOf> <http://x/Smoke> ."]
+    source = "<http://x/o1> <http://x/type> <http://x/AcmeSmoke> ."
+    marked = evidence_of({**row, "entailed": [{"triple": triples[0], "from": source, "axioms": axioms},
+                                              {"no": "triple"}, "junk"]})
+    assert [(t.entailed, t.source, t.axioms) for t in marked.triples] == [(True, source, axioms), (False, None, [])]
+    assert marked.as_json()["triples"][0]["entailed"] is True
