@@ -39,6 +39,7 @@ DEMO_USER = "demo"
 def dashboard_port(preferred: int) -> int:
     """``preferred`` if nothing listens there, else any free port."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # as uvicorn binds: a port in TIME_WAIT is free
         try:
             s.bind(("127.0.0.1", preferred))
             return preferred
@@ -176,6 +177,12 @@ def main(argv: list[str] | None = None) -> int:
               f"(also in {work / 'dashboard.password'})")
         if not args.exit:
             say("serving the dashboard; Ctrl-C stops everything")
+
+            def stop(signum: int, frame: object) -> None:
+                raise KeyboardInterrupt   # SIGTERM too, and SIGINT even where a shell ignored it for us
+
+            signal.signal(signal.SIGINT, stop)
+            signal.signal(signal.SIGTERM, stop)
             try:
                 while all(proc.poll() is None for proc in procs):
                     time.sleep(1)
