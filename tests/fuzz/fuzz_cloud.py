@@ -13,7 +13,6 @@ The first byte picks what the rest is:
 from __future__ import annotations
 
 import atexit
-import logging
 import shutil
 import sqlite3
 import tempfile
@@ -25,7 +24,6 @@ from edgewave.cloud.registry import (AckError, StatusError, ensure_registry_sche
 
 from fuzzlib import guarded, mode_and_payload
 
-logging.getLogger("edgewave.cloud.landing").setLevel(logging.ERROR)  # recovery warns per file
 
 _DIR = Path(tempfile.mkdtemp(prefix="edgewave-fuzz-cloud-"))
 atexit.register(shutil.rmtree, _DIR, True)

@@ -11,7 +11,6 @@ The first byte picks what the rest is:
 from __future__ import annotations
 
 import atexit
-import logging
 import shutil
 import tempfile
 from pathlib import Path
@@ -22,7 +21,6 @@ from edgewave.shared.ntriples import parse_line
 
 from fuzzlib import guarded, mode_and_payload
 
-logging.getLogger("edgewave.firmware_sim").setLevel(logging.ERROR)  # a warning per skipped row or line
 _DIR = Path(tempfile.mkdtemp(prefix="edgewave-fuzz-sim-"))
 atexit.register(shutil.rmtree, _DIR, True)
 
