@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             workers = settings.ingest.workers if args.ingest_workers is None else args.ingest_workers
             if not 1 <= workers <= 64:
                 raise SettingsError("--ingest-workers must be between 1 and 64")
-            from .ingest import WorkerRoster
+            from .ingest_workers import WorkerRoster
 
             roster = WorkerRoster(settings.landing_zone)
             retire = roster.start(workers)

@@ -21,20 +21,14 @@ message: it is kept in ``<landing_zone>/rejected/`` with the reason (above
 counted, logged (at most once a minute per reason) and acknowledged. It will
 not get better by redelivery.
 
-Should the process die on a message all the same (a crash in C code, the
-kernel's OOM killer), the broker would redeliver it into a crash loop. So before
-each message is handled, its SHA-256 goes into a small in-flight marker file
-(one write, no fsync: it must survive the process, not the machine). On start,
-a marker left behind names the message that was being handled when the process
-died. A message that was in flight at two deaths is quarantined on its next
-delivery without being decoded again; one death alone could be a coincidence
-(a kill, a power cut), so that message is tried once more.
+Should the process die on a message all the same, the in-flight marker
+(``inflight_marker.py``) recognises it on redelivery and quarantines it unread.
+Several ingest processes can share the events (``ingest_workers.py``).
 """
 from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import logging
 import os
 import queue
@@ -57,6 +51,8 @@ from edgewave.shared.events import EventError, decode_event
 from edgewave.shared.log_limit import LogLimiter
 
 from .database import open_database, transaction
+from .inflight_marker import STRIKES_TO_QUARANTINE, InFlightMarker
+from .ingest_workers import subscriptions, worker_client_id
 from .landing import LandingZone
 from .live_feed import LiveFeedWriter
 from .registry import (AckError, StatusError, ensure_registry_schema, parse_ack, parse_status, record_ack,
@@ -64,66 +60,6 @@ from .registry import (AckError, StatusError, ensure_registry_schema, parse_ack,
 from .settings import BrokerSettings, CloudSettings
 
 log = logging.getLogger(__name__)
-
-
-
-def subscriptions(worker: int, share_group: str) -> list[str]:
-    """What one ingest worker subscribes to.
-
-    Events go through an MQTT 5 shared subscription, so the broker hands each
-    event to one worker of the group and adding a worker adds capacity. Status
-    messages and config acks (few, retained status included, which a shared
-    subscription would not deliver) go to worker 0 alone, the one writer of the
-    registry.
-    """
-    events = f"$share/{share_group}/{topics.ALL_EVENTS}"
-    return [events, topics.ALL_STATUS, topics.ALL_CONFIG_ACKS] if worker == 0 else [events]
-
-
-class WorkerRoster:
-    """How many ingest workers have sessions on the broker, kept in ``<landing_zone>/ingest-workers.json``.
-
-    Each worker's persistent session belongs to the shared subscription, so the
-    broker keeps handing it its share of the events while it is stopped. When
-    ``run`` starts fewer workers than before, the others must retire: land what
-    their sessions hold and end them, or their share would wait there until the
-    session expires.
-    """
-
-    def __init__(self, landing_zone: str | Path) -> None:
-        self.path = Path(landing_zone) / "ingest-workers.json"
-
-    def count(self) -> int:
-        try:
-            return max(1, int(json.loads(self.path.read_text())["workers"]))
-        except (OSError, ValueError, KeyError, TypeError):
-            return 1
-
-    def start(self, workers: int) -> list[int]:
-        """Record ``workers`` starting; returns the workers of an earlier run that must retire."""
-        before = self.count()
-        self._write(max(before, workers))
-        return list(range(workers, before))
-
-    def retired(self, workers: int) -> None:
-        """Every retiring worker has ended its session: only ``workers`` remain."""
-        self._write(workers)
-        log.info("ingest workers=%d recorded", workers)
-
-    def _write(self, workers: int) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps({"workers": workers}))
-        os.replace(tmp, self.path)
-
-
-def worker_client_id(client_id: str, worker: int) -> str:
-    """Worker 0 keeps the configured id (and so an existing session's queue); worker i adds ``-i``."""
-    return client_id if worker == 0 else f"{client_id}-{worker}"
-
-
-STRIKES_TO_QUARANTINE = 2     # deaths with a message in flight before it is quarantined unread
-MAX_SUSPECTS = 100
 
 
 @dataclass
@@ -144,64 +80,6 @@ class Received:
     size: int
     sha256: str
     oversized: bool = False
-
-
-class InFlightMarker:
-    """The digest of the message being handled, in a file that outlives the process.
-
-    ``suspects`` maps the digest of a message that was in flight when an earlier
-    ingest process died to how many deaths it was in flight at (kept in
-    ``<marker>.suspects`` until that message comes again).
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.suspects_path = path.with_name(path.name + ".suspects")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.suspects: dict[str, int] = {}
-        if self.suspects_path.exists():
-            try:
-                loaded = json.loads(self.suspects_path.read_text())
-                self.suspects = {str(k): int(v) for k, v in loaded.items()}
-            except (ValueError, TypeError, AttributeError):
-                log.warning("ingest in-flight suspects file unreadable path=%s action=ignored", self.suspects_path)
-        left = path.read_text(errors="replace").split() if path.exists() else []
-        if left:
-            digest = left[0]
-            self.suspects[digest] = self.suspects.get(digest, 0) + 1
-            log.warning("ingest died while handling a message sha256=%s deaths_in_flight=%d action=%s", digest,
-                        self.suspects[digest], "quarantine on redelivery"
-                        if self.suspects[digest] >= STRIKES_TO_QUARANTINE else "retry once more")
-            self._save_suspects()
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        self.clear()
-
-    def strikes(self, digest: str) -> int:
-        return self.suspects.get(digest, 0)
-
-    def mark(self, digest: str) -> None:
-        """This message is being handled now."""
-        os.pwrite(self._fd, digest.encode("ascii") + b"\n", 0)
-
-    def clear(self) -> None:
-        """No message is being handled."""
-        os.pwrite(self._fd, b" " * 65, 0)
-
-    def resolve(self, digest: str) -> None:
-        """A suspect came again and was handled (stored or quarantined): forget it."""
-        if self.suspects.pop(digest, None) is not None:
-            self._save_suspects()
-
-    def _save_suspects(self) -> None:
-        while len(self.suspects) > MAX_SUSPECTS:
-            del self.suspects[next(iter(self.suspects))]
-        tmp = self.suspects_path.with_name(self.suspects_path.name + ".tmp")
-        tmp.write_text(json.dumps(self.suspects))
-        os.replace(tmp, self.suspects_path)
-
-    def close(self) -> None:
-        self.clear()
-        os.close(self._fd)
 
 
 def mqtt_client(broker: BrokerSettings, client_id: str, *, manual_ack: bool = False) -> mqtt.Client:
