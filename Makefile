@@ -2,8 +2,8 @@
 # The interpreter: Debian's own /usr/bin/python3 where there is one. It is built with
 # profile-guided and link-time optimisation, and it is what a Raspberry Pi OS gateway
 # runs; a pyenv build without --enable-optimizations (as on our VMs) ran the engine
-# 1.05-1.3x slower and the agent at 62-66 % of a core instead of 55-59 % (README,
-# "Measured"). Override: make test PYTHON=python3.11
+# 1.05-1.3x slower and the agent at 62-66 % of a core instead of 55-59 % (docs/benchmarks.md,
+# "What we measured"). Override: make test PYTHON=python3.11
 PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
