@@ -3,6 +3,7 @@
 Pages:   GET /alarms (filters: gateway, pattern, since=1h|24h|7d|all, state=open|all), GET /alarms/{id},
          GET /matches/{event_id} (one match's evidence)
 JSON:    GET /api/alarms (the same filters), GET /api/alarms/stream (server-sent events: each changed alarm)
+CSV:     GET /export/alarms.csv (the same filters; times in the viewer's zone, ``tz``)
 Operator: POST /alarms/{id}/ack (comment), POST /alarms/{id}/clear
 """
 from __future__ import annotations
@@ -19,10 +20,12 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 
+from . import export
 from .alarms import ACKNOWLEDGED, ACTIVE, CLEARED, Alarm, AlarmError, AlarmStore
 from .auth import OPERATOR, current_user, form_for
 from .evidence import evidence_of
 from .rendering import render
+from .viewfmt import viewer_zone
 
 log = logging.getLogger("edgewave.cloud.dashboard.alarms")
 
@@ -63,6 +66,12 @@ def alarms_page(request: Request) -> Response:
     return render(request, "alarms.html", {"nav": "alarms", "alarms": rows, "chosen": f, "gateways": gateways,
                                            "patterns": patterns, "rev": rev, "filter_params": query,
                                            "since_choices": list(SINCE_MS)})
+
+
+def export_alarms(request: Request) -> Response:
+    """``/export/alarms.csv``: the alarms the page shows for the same filters, times in the viewer's zone."""
+    rows = store(request).list(**_list_args(_filters(request)))
+    return export.csv_response(export.alarms_table(rows, viewer_zone(request)), "edgewave-alarms.csv")
 
 
 def api_alarms(request: Request) -> Response:

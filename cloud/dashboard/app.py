@@ -5,7 +5,7 @@ Fragments:  GET /overview/tables, GET /gateways/table (htmx refreshes them in pl
 JSON:       GET /api/matches, /api/overview, /api/gateways, /api/gateways/{gw}/history, /api/live
 Events:     GET /api/live/stream (server-sent events: live matches with their evidence)
 CSV:        GET /export/{name}.csv (matches, patterns, bindings, significant, delays, gateways),
-            GET /export/gateways/{gw}/history.csv
+            GET /export/gateways/{gw}/history.csv, GET /export/alarms.csv (alarm_pages.py)
 Operator:   POST /gateways/{gw}/push (a config document, validated, signed and pushed)
 Alarms and configuration: see alarm_pages.py and config_pages.py.
 
@@ -340,11 +340,6 @@ async def push_config_form(request: Request) -> Response:
 
 # -- exports ---------------------------------------------------------------------------------
 
-def _csv_response(table: export.Table, filename: str) -> Response:
-    return Response(export.to_csv(table), media_type="text/csv; charset=utf-8",
-                    headers={"Content-Disposition": f'attachment; filename="{filename}"'})
-
-
 def export_csv(request: Request) -> Response:
     name = request.path_params["name"]
     make = export.EXPORTS.get(name)
@@ -353,14 +348,14 @@ def export_csv(request: Request) -> Response:
     rng = _range(request)
     with _reader(request).query() as q:
         table = make(q, rng, viewer_zone(request), gateways=_gateways(request, q) if name == "gateways" else [])
-    return _csv_response(table, f"edgewave-{name}.csv")
+    return export.csv_response(table, f"edgewave-{name}.csv")
 
 
 def export_history(request: Request) -> Response:
     with _reader(request).query() as q:
         row = _one_gateway(request, q)
         history = queries.status_history(q, row.gateway, limit=10_000, before_ms=_before(request))
-    return _csv_response(export.history_table(history, viewer_zone(request)), f"edgewave-{row.gateway}-history.csv")
+    return export.csv_response(export.history_table(history, viewer_zone(request)), f"edgewave-{row.gateway}-history.csv")
 
 
 # -- errors ----------------------------------------------------------------------------------
@@ -411,6 +406,7 @@ def create_app(settings: CloudSettings, secret_key: str) -> Starlette:
         Route("/config", config_pages.config_page),
         Route("/config/push", config_pages.push_form, methods=["POST"]),
         Route("/alarms", alarm_pages.alarms_page),
+        Route("/export/alarms.csv", alarm_pages.export_alarms),
         Route("/alarms/{alarm_id}", alarm_pages.alarm_page),
         Route("/alarms/{alarm_id}/ack", alarm_pages.acknowledge, methods=["POST"]),
         Route("/alarms/{alarm_id}/clear", alarm_pages.clear, methods=["POST"]),

@@ -10,8 +10,10 @@ from __future__ import annotations
 import csv
 import io
 from typing import Any, Callable
-from zoneinfo import ZoneInfo
 from datetime import timezone
+from zoneinfo import ZoneInfo
+
+from starlette.responses import Response
 
 from . import queries
 from .bucketing import TimeRange, series
@@ -76,6 +78,23 @@ def history_table(history: list[queries.HistoryRow], zone: ZoneInfo | timezone) 
              h.counter("matches"), h.counter("forwarded"), h.counter("dropped"), h.outbox("depth"),
              h.outbox("oldestAgeMs")] for h in history]
     return header, rows
+
+
+def alarms_table(alarms: list[Any], zone: ZoneInfo | timezone) -> Table:
+    """The alarms as the alarms page lists them (``alarms.Alarm``), with their acknowledgement and clearing."""
+    header = ["last_match", "state", "gateway", "pattern", "key", "matches", "first_match", "acknowledged_by",
+              "acknowledged_at", "comment", "cleared_by", "cleared_at"]
+    rows = [[iso_time(a.last_seen_ms, zone), a.state, a.gateway, a.pattern,
+             " ".join(f"{variable}={value}" for variable, value in a.key), a.count, iso_time(a.first_seen_ms, zone),
+             a.acked_by, iso_time(a.acked_ms, zone), a.ack_comment, a.cleared_by, iso_time(a.cleared_ms, zone)]
+            for a in alarms]
+    return header, rows
+
+
+def csv_response(table: Table, filename: str) -> Response:
+    """A table as a CSV download."""
+    return Response(to_csv(table), media_type="text/csv; charset=utf-8",
+                    headers={"Content-Disposition": f'attachment; filename="{filename}"'})
 
 
 def to_csv(table: Table) -> str:

@@ -8,6 +8,8 @@ EDGEWAVE_UPDATE_SCREENSHOTS=1 also writes the live, alarm and configuration scre
 """
 from __future__ import annotations
 
+import csv
+import io
 import os
 import re
 import shutil
@@ -242,6 +244,13 @@ def test_an_acknowledged_alarm_stays_so_and_one_key_keeps_one_open_alarm(page, p
     assert row.get_attribute("data-state") == "acknowledged"
     assert page.locator("#alarms-table tbody tr", has_text=f"<{EX}room1>").count() == 1
     save_screenshot(page, "dashboard-alarms.png")
+    # The list as CSV, the same filters, times in the viewer's zone: the acknowledged alarm with its comment.
+    export = page.request.get(page.locator("#alarms-csv").get_attribute("href") + "&tz=Asia/Kolkata")
+    assert export.ok and export.headers["content-type"].startswith("text/csv")
+    [listed] = [r for r in csv.DictReader(io.StringIO(export.text())) if f"<{EX}room1>" in r["key"]]
+    assert (listed["state"], listed["matches"], listed["comment"]) == \
+        ("acknowledged", str(FIRST_MATCHES + 2), "checking the sensor in room 1")
+    assert listed["acknowledged_by"] and listed["acknowledged_at"].endswith("+05:30")
     # Cleared: the next match opens a new alarm.
     page.goto(f"/alarms/{alarm_id}")
     page.click("form.clear button[type=submit]")
