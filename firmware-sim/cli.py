@@ -106,7 +106,7 @@ def _parser() -> argparse.ArgumentParser:
 
     imp = sub.add_parser("import", parents=[common], help="convert a real data set into a recorded stream")
     imp.add_argument("dataset", choices=sorted(DATASETS))
-    imp.add_argument("file", help="the data set's CSV (e.g. ../shared/data/uci-occupancy/datatest.txt)")
+    imp.add_argument("file", help="the data set's CSV (e.g. the UCI occupancy data set's datatest.txt)")
     imp.add_argument("--out", required=True, help="recorded stream file (- for stdout)")
     imp.add_argument("--static", help="also write the sensors' static triples (N-Triples)")
     imp.add_argument("--limit", type=int, help="only the first N rows")

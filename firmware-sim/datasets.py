@@ -3,8 +3,8 @@
 Both are CSV with one row per time step; each non-missing cell becomes one observation
 (one MQTT message) by the plain-SOSA firmware dialect, timestamped with the row's time
 (read as UTC: the data sets give local time without a zone). The mapping, column by
-column, is in docs/sim.md. The data are not in the repository: point the converter at
-the reference copies (../shared/data/uci-*/, see their PROVENANCE.md).
+column, is in docs/sim.md. The data are not in the repository: download them from the UCI Machine Learning
+Repository and point the converter at the file.
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 # mosquitto: the real MQTT broker the tests and the demo run.
 # Java 17+: Spark (the cloud tier). chromium: the dashboard's browser tests.
 # systemd: systemd-analyze for the agent's unit file test (no service is started).
-# python3-venv: venvs for Debian's python3.
+# openssl: test certificates. python3-venv: venvs for Debian's python3.
 set -euo pipefail
 
 need=()
@@ -19,18 +19,14 @@ else
   major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1)
   if [ -z "$major" ] || [ "$major" -lt 17 ]; then need+=(openjdk-17-jre-headless); fi
 fi
-# The browser is for the dashboard's tests (Playwright drives Debian's chromium);
-# nothing fails without it yet, so a failed install only warns.
-want=()
-if [ "${EDGEWAVE_BROWSER:-1}" = "1" ] && ! command -v chromium >/dev/null 2>&1; then
-  want+=(chromium)
-fi
+# chromium: the dashboard's browser tests (Playwright drives Debian's chromium).
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 # systemd-analyze verifies the unit `edgewave-agent install` writes (tests/integration/test_fleet_gateway.py).
-if ! command -v systemd-analyze >/dev/null 2>&1; then
-  want+=(systemd)
-fi
+command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
+# openssl: the test certificates of the agent's TLS tests.
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
 
-if [ ${#need[@]} -eq 0 ] && [ ${#want[@]} -eq 0 ]; then
+if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi
 SUDO=""
@@ -40,12 +36,7 @@ $SUDO apt-get update -qq || echo "warning: apt-get update failed; trying with th
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing Debian packages: ${need[*]}" >&2
   if ! $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"; then
-    echo "error: could not install ${need[*]}; edgewave needs mosquitto, and Java 17+ for Spark." >&2
+    echo "error: could not install ${need[*]}; edgewave needs mosquitto, Java 17+ for Spark, and for its tests chromium, systemd-analyze and openssl." >&2
     exit 1
   fi
-fi
-if [ ${#want[@]} -gt 0 ]; then
-  echo "installing Debian packages: ${want[*]}" >&2
-  $SUDO apt-get install -y -qq --no-install-recommends "${want[@]}" \
-    || echo "warning: could not install ${want[*]} (browser tests will need it)" >&2
 fi

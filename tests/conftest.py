@@ -41,7 +41,12 @@ def mqtt_broker_auth(tmp_path: Path) -> Iterator[MosquittoBroker]:
 
 @pytest.fixture
 def shared_data() -> Path:
-    """The team's reference data beside the checkout; tests skip when it is absent."""
+    """The reference data directory beside the checkout; tests skip when it is absent.
+
+    An honest skip: these public data sets are not in the repository (CityBench is GPL-3.0
+    and may not be copied into this Apache-2.0 one; the others are large), so a checkout
+    without the directory cannot run these tests. docs/testing.md lists their sources.
+    """
     if not SHARED_DATA.is_dir():
         pytest.skip(f"reference data not found at {SHARED_DATA} (it lives beside the checkout)")
     return SHARED_DATA

@@ -1,6 +1,6 @@
 """The independent reference the engine is compared with: rdflib + owlrl, window by window.
 
-What the engine promises (docs/ARCHITECTURE.md, issue 3): a match is a combination of
+What the engine promises (docs/ARCHITECTURE.md): a match is a combination of
 contributing triples, one per triple pattern, each either a streamed triple (or a triple it
 entails) with its timestamp or a static triple (or one it entails) with timestamp -1, such
 that the bindings satisfy every pattern and FILTER, every pattern's triple comes from a source

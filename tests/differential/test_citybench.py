@@ -17,8 +17,9 @@ set of bindings edgewave reports must equal the union of Oxigraph's solutions ov
 arrivals. Oxigraph stores numbers in its own canonical form ("54.0"^^xsd:double comes back
 as "54"), so numeric literals are compared by datatype and value, everything else as terms.
 
-The data are GPL-3.0 (see ../shared/data/citybench/PROVENANCE.md): read from the team's
-reference data beside the checkout, never copied; the test skips where it is absent.
+The data are GPL-3.0 (see the PROVENANCE.md of the reference data's citybench folder): read
+from the reference data directory beside the checkout, never copied into this Apache-2.0
+repository; the test skips where it is absent.
 
 The streams are CSV; each row becomes, per property the sensor observes (in the repository),
 one observation as CityBench's annotators write it: ``a ssn:Observation; ssn:observedBy

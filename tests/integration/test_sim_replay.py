@@ -147,7 +147,7 @@ def test_replay_at_ten_times_speed_keeps_the_pace(tmp_path: Path) -> None:
 def test_uci_occupancy_replays_as_sosa_through_a_broker(mqtt_broker, shared_data: Path, tmp_path: Path) -> None:
     source = shared_data / "uci-occupancy" / "datatest.txt"
     if not source.is_file():
-        pytest.skip(f"UCI occupancy data not found at {source} (see ../shared/data/uci-occupancy/PROVENANCE.md)")
+        pytest.skip(f"UCI occupancy data not found at {source} (the reference data directory beside the checkout)")
     recording = tmp_path / "occupancy.tsv"
     done = subprocess.run(SIM + ["import", "uci-occupancy", str(source), "--limit", "20", "--out", str(recording)],
                           capture_output=True, text=True, timeout=120)

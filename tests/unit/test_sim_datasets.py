@@ -1,5 +1,5 @@
 """Real data (UCI occupancy, UCI air quality) converted to SOSA observations by the documented
-mapping. The data are not in the repository; the tests read ../shared/data and skip without it."""
+mapping. The data are not in the repository; the tests read the reference data directory beside the checkout and skip without it."""
 from __future__ import annotations
 
 import re

@@ -1,6 +1,6 @@
-"""Rebuild this folder's stream and answers from the team's copy of CSRBench.
+"""Rebuild this folder's stream and answers from a copy of CSRBench (its oracle repository).
 
-    python tests/data/csrbench/make_fixture.py [../shared/data/csrbench]
+    python tests/data/csrbench/make_fixture.py CSRBENCH_DIR
 
 ``stream.tsv.gz``: the benchmark's 34 one-second graphs (``stream/data_XX.ttl``, 15,188
 triples) as one recorded stream, ``<XX * 1000>\\t<N-Triples statement>`` per line, the
@@ -29,7 +29,10 @@ PROPERTIES = "csrbench-aligned-2022-srbench-queries.properties"
 
 
 def main(argv: list[str]) -> int:
-    source = Path(argv[0]) if argv else HERE.parents[3] / "shared" / "data" / "csrbench"
+    if not argv:
+        print("usage: make_fixture.py CSRBENCH_DIR", file=sys.stderr)
+        return 2
+    source = Path(argv[0])
     rdflib.NORMALIZE_LITERALS = False
     lines = []
     for second in range(34):
