@@ -11,9 +11,10 @@ import subprocess
 import sys
 import tarfile
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import paho.mqtt.client as mqtt
 import yaml
@@ -152,6 +153,17 @@ class FleetRig:
             member = tar.extractfile(f"{gateway}/{name}")
             assert member is not None
             return member.read()
+
+
+@contextmanager
+def running_fleet(root: Path, gateways: tuple[str, ...]) -> Iterator[FleetRig]:
+    """A provisioned fleet with its cloud broker started; the broker is stopped afterwards."""
+    rig = FleetRig(root).init(gateways=gateways)
+    rig.start_broker()
+    try:
+        yield rig
+    finally:
+        rig.stop()
 
 
 class Probe:

@@ -8,7 +8,7 @@ import time
 import pytest
 from cloud_harness import CloudProcess
 from cloud_workload import make_workload
-from fleet_rig import NOT_AUTHORIZED, Creds, FleetRig, Probe, cloud_cli
+from fleet_rig import NOT_AUTHORIZED, Creds, FleetRig, Probe, cloud_cli, running_fleet
 
 from edgewave.shared.events import encode_event
 from edgewave.shared.mosquitto_files import check_password, read_password_file
@@ -16,10 +16,8 @@ from edgewave.shared.mosquitto_files import check_password, read_password_file
 
 @pytest.fixture
 def fleet(tmp_path):
-    rig = FleetRig(tmp_path / "cloud").init(gateways=("gwA", "gwB"))
-    rig.start_broker()
-    yield rig
-    rig.stop()
+    with running_fleet(tmp_path / "cloud", ("gwA", "gwB")) as rig:
+        yield rig
 
 
 def _probes(*probes: Probe) -> None:

@@ -11,17 +11,16 @@ from pathlib import Path
 
 import pytest
 from agent_harness import ALARM, alarm, config_document, wait_for
-from fleet_rig import NOT_AUTHORIZED, AgentRun, Creds, FleetRig, Probe, agent_cli, install, installed_gateway
+from fleet_rig import (NOT_AUTHORIZED, AgentRun, Creds, FleetRig, Probe, agent_cli, install, installed_gateway,
+                       running_fleet)
 
 from edgewave.agent.config import load_settings
 
 
 @pytest.fixture
 def fleet(tmp_path):
-    rig = FleetRig(tmp_path / "cloud").init(gateways=("gw7",))
-    rig.start_broker()
-    yield rig
-    rig.stop()
+    with running_fleet(tmp_path / "cloud", ("gw7",)) as rig:
+        yield rig
 
 
 def test_install_into_a_root_writes_what_systemd_and_the_agent_accept(fleet, tmp_path):

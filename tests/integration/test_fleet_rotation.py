@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 from agent_harness import ALARM, config_document, wait_for
-from fleet_rig import AgentRun, FleetRig, Probe, cloud_cli, install, installed_gateway, point_at_local_broker
+from fleet_rig import (AgentRun, FleetRig, Probe, cloud_cli, install, installed_gateway, point_at_local_broker,
+                       running_fleet)
 
 from edgewave.agent.keyring import Keyring
 from edgewave.agent.config import settings_from_dict
@@ -21,10 +22,8 @@ from edgewave.shared.config_keys import format_time, key_id
 
 @pytest.fixture
 def fleet(tmp_path):
-    rig = FleetRig(tmp_path / "cloud").init(gateways=("gw7",))
-    rig.start_broker()
-    yield rig
-    rig.stop()
+    with running_fleet(tmp_path / "cloud", ("gw7",)) as rig:
+        yield rig
 
 
 class Gateway:
