@@ -104,6 +104,9 @@ class Engine:
         self.triples_in = 0
         self.entailed = 0
         self.matches = 0
+        # The matches of the push in progress, returned by push_many (a fresh list each call,
+        # so a caller may keep what it was given).
+        self._emitted: list[Match] = []
         self.expired_items = 0
         self.expired_tokens = 0
         self._rebuild()
@@ -164,16 +167,20 @@ class Engine:
     def static_triples(self) -> list[Triple]:
         return list(self._static)
 
-    def push(self, triple: Triple, ts: int, stream: str | None = None) -> None:
-        """Feed one streamed triple with its timestamp (ms); matches go to ``on_match``."""
-        self.push_many(((ts, triple),), stream)
+    def push(self, triple: Triple, ts: int, stream: str | None = None) -> list[Match]:
+        """Feed one streamed triple with its timestamp (ms) and return the matches it
+        completed (they also go to ``on_match`` when one is set)."""
+        return self.push_many(((ts, triple),), stream)
 
-    def push_many(self, items: Iterable[tuple[int, Triple]], stream: str | None = None) -> None:
-        """Feed streamed ``(timestamp, triple)`` items in order, as ``push`` does one by one.
+    def push_many(self, items: Iterable[tuple[int, Triple]], stream: str | None = None) -> list[Match]:
+        """Feed streamed ``(timestamp, triple)`` items in order, as ``push`` does one by one,
+        and return the matches they completed, in the order they completed.
 
         The hot loop of the engine, written out once: a recorded stream goes through here
         without a call per triple. ``on_match`` must not add or remove queries meanwhile.
         """
+        emitted: list[Match] = []
+        self._emitted = emitted
         if stream is None:
             table = self._all
         else:
@@ -181,7 +188,7 @@ class Engine:
             if table is None:
                 for _ in items:
                     self.triples_in += 1
-                return
+                return emitted
         types = table.types
         preds = table.preds
         loops = table.loops
@@ -257,6 +264,7 @@ class Engine:
                         quiet = node.quiet_index
                         if quiet is None or key in quiet:
                             node.right(entry, key)
+        return emitted
 
     def advance(self, now: int) -> None:
         """Move stream time forward (no triple): expire what left every window."""
@@ -306,6 +314,7 @@ class Engine:
     def _deliver(self, match: Match) -> None:
         match._evidence = self._evidence  # the schema it was made under, for Match.entailed
         self.matches += 1
+        self._emitted.append(match)
         if self.on_match is not None:
             self.on_match(match)
 

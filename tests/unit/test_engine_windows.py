@@ -204,3 +204,18 @@ def test_counters_are_the_running_totals_of_stats():
     stats = engine.stats()
     assert engine.counters() == {k: stats[k] for k in engine.counters()}
     assert engine.counters()["matches"] == 1 and engine.counters()["expired_items"] == 3
+
+
+def test_push_returns_the_matches_it_completed_as_on_match_sees_them():
+    seen: list = []
+    engine = Engine(on_match=seen.append)
+    engine.add_query(chain(100))
+    assert engine.push((ex("x1"), ex("a"), ex("y1")), 0) == []
+    assert engine.push((ex("y1"), ex("b"), ex("z1")), 10) == []
+    done = engine.push((ex("z1"), ex("c"), ex("v1")), 20)
+    assert [m.bindings["v"] for m in done] == [ex("v1")] and done == seen
+    quiet = Engine()  # no callback: the return value alone carries the matches
+    quiet.add_query(chain(100))
+    got = quiet.push_many([(0, (ex("x2"), ex("a"), ex("y2"))), (5, (ex("y2"), ex("b"), ex("z2"))),
+                           (6, (ex("z2"), ex("c"), ex("v2"))), (7, (ex("z2"), ex("c"), ex("v3")))])
+    assert sorted(m.bindings["v"] for m in got) == [ex("v2"), ex("v3")]
