@@ -18,7 +18,7 @@ from pathlib import Path
 
 import sqlite_utils
 
-from edgewave.agent.sqlite_files import open_database
+from edgewave.shared.sqlite_files import open_checked
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class ConfigStore:
 
         # A damaged store is moved aside: the agent then starts from config.bootstrap (or no
         # patterns) and the cloud's retained document, rather than failing on every start.
-        self._conn, self.moved_aside = open_database(self.path, prepare, "config store")
+        self._conn, self.moved_aside = open_checked(self.path, prepare, "config store")
         self.db = sqlite_utils.Database(self._conn)
 
     def close(self) -> None:

@@ -9,7 +9,7 @@ applies, and every drop is counted (kept in the file, so a restart does not hide
 and logged.
 
 A file SQLite cannot read (at start, or found damaged by a write) is moved aside with a
-timestamp and a fresh one created (sqlite_files.py): the agent keeps running and the
+timestamp and a fresh one created (shared/sqlite_files.py): the agent keeps running and the
 operator gets a loud log line, never a crash loop.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import sqlite_utils
 
-from edgewave.agent.sqlite_files import move_aside, open_database
+from edgewave.shared.sqlite_files import move_aside, open_checked, open_read_write
 
 log = logging.getLogger("edgewave.agent.outbox")
 
@@ -97,7 +97,7 @@ class Outbox:
                                                           if_not_exists=True)
             conn.execute("SELECT count(*), coalesce(sum(size), 0) FROM events").fetchone()
 
-        conn, moved = open_database(self.path, prepare, "outbox", self.synchronous)
+        conn, moved = open_checked(self.path, prepare, "outbox", synchronous=self.synchronous)
         if moved is not None:
             self.moved_aside = moved
             self.generation += 1
@@ -131,8 +131,7 @@ class Outbox:
                     conn.close()
                 self._checkpointer = None
                 generation = self.generation
-                conn = sqlite3.connect(str(self.path), timeout=10, check_same_thread=False,
-                                       isolation_level=None)
+                conn = open_read_write(self.path, synchronous=self.synchronous, busy_timeout_s=10)
                 self._checkpointer, self._checkpointer_generation = conn, generation
             _, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
             return int(frames), int(copied)

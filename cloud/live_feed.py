@@ -26,7 +26,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Iterable
 
-from .database import enable_wal
+from edgewave.shared.sqlite_files import open_read_only, open_read_write
 
 COLUMNS = ("seq", "id", "gateway", "kind", "pattern", "window_start", "window_end", "emitted_at", "ingest_ms",
            "sensor", "property", "result", "bindings", "triples", "entailed")
@@ -60,10 +60,7 @@ class LiveFeedWriter:
     def __init__(self, path: str | Path, max_rows: int) -> None:
         self.path = Path(path)
         self.max_rows = max_rows
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(str(self.path), timeout=5.0, isolation_level=None, check_same_thread=False)
-        enable_wal(self.conn)
-        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.conn = open_read_write(self.path, synchronous="NORMAL", busy_timeout_s=5.0)
         self.conn.executescript(SCHEMA)
         self._migrate()
 
@@ -123,7 +120,7 @@ def read_feed(path: str | Path, after_seq: int = 0, limit: int = 200, *, gateway
     path = Path(path)
     if not path.exists():
         return []
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
+    conn = open_read_only(path, busy_timeout_s=5.0)
     try:
         where, params = ["seq > ?"], [after_seq]
         if gateway:

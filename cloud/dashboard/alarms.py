@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
+
+from edgewave.shared.sqlite_files import open_read_write
 
 log = logging.getLogger("edgewave.cloud.dashboard.alarms")
 
@@ -138,9 +139,7 @@ class AlarmStore:
         self.alarm_keys = dict(alarm_keys or {})
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self.conn = sqlite3.connect(str(self.path), timeout=10.0, isolation_level=None, check_same_thread=False)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.conn = open_read_write(self.path, synchronous="NORMAL", busy_timeout_s=10.0)
         self.conn.executescript(SCHEMA)
         self.rev = self._rev()
 

@@ -20,9 +20,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
-from urllib.parse import quote
 
 from edgewave.cloud.aggregates import percentile
+from edgewave.shared.sqlite_files import open_read_only
 
 from .bucketing import TimeRange
 
@@ -72,14 +72,12 @@ class Reader:
         if not self.path.exists():
             yield Query(None, self.timeout_s)
             return
-        uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"
         try:
-            conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+            conn = open_read_only(self.path, busy_timeout_s=BUSY_TIMEOUT_S)
         except sqlite3.OperationalError:
             yield Query(None, self.timeout_s)   # removed between the check and the open
             return
         try:
-            conn.execute("PRAGMA query_only = 1")
             yield Query(conn, self.timeout_s)
         finally:
             conn.close()
