@@ -6,7 +6,7 @@
     edgewave-cloud push-config --config configs/cloud.yaml --gateway gw1 FILE
     edgewave-cloud gateway add|remove|rotate-key|bundle|list GW    provisioning (fleet_cli.py)
     edgewave-cloud dashboard --config configs/cloud.yaml    the operator dashboard alone
-    edgewave-cloud add-user NAME --role operator            a dashboard user entry for cloud.yaml
+    edgewave-cloud add-user NAME --role operator            a dashboard user, written into cloud.yaml
 
 Exit codes: 0 success; 1 failure at run time (push: the gateway rejected);
 2 usage or configuration error (push: invalid document, nothing published);
@@ -22,6 +22,8 @@ import signal
 import sys
 from pathlib import Path
 
+from edgewave.shared.log_format import setup_logging
+
 from .settings import CloudSettings, SettingsError, load_settings
 
 log = logging.getLogger("edgewave.cloud")
@@ -30,8 +32,7 @@ DEFAULT_CONFIG = "configs/cloud.yaml"
 
 
 def _setup_logging(level: str) -> None:
-    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), stream=sys.stderr,
-                        format="%(asctime)s level=%(levelname)s logger=%(name)s %(message)s")
+    setup_logging(level)
     # py4j logs every callback-server round trip at INFO.
     logging.getLogger("py4j").setLevel(logging.WARNING)
     # `kill -USR1 <pid>` writes every thread's Python stack to stderr: where a process
@@ -91,12 +92,17 @@ def build_parser() -> argparse.ArgumentParser:
     dashboard = sub.add_parser("dashboard", help="the operator dashboard (alone)")
     dashboard.add_argument("--config", default=DEFAULT_CONFIG)
 
-    add_user = sub.add_parser("add-user", help="print a dashboard user entry (argon2 password hash) for cloud.yaml")
+    add_user = sub.add_parser("add-user", help="add a dashboard user (argon2 password hash) to cloud.yaml")
     add_user.add_argument("name", help="the login name")
+    add_user.add_argument("--config", default=DEFAULT_CONFIG, help="the cloud.yaml to add the user to")
     add_user.add_argument("--role", required=True, choices=("viewer", "operator"),
                           help="viewer sees everything; operator may also push, acknowledge and roll back")
     add_user.add_argument("--password-stdin", action="store_true",
                           help="read the password from the first line of standard input instead of prompting")
+    add_user.add_argument("--replace", action="store_true",
+                          help="the user exists: give them this role and password (their sessions end)")
+    add_user.add_argument("--print", action="store_true",
+                          help="print the entry instead of writing it into cloud.yaml")
 
     from .fleet_cli import add_parsers as add_fleet_parsers
 
@@ -216,29 +222,46 @@ def _make_config(args: argparse.Namespace) -> int:
 
 
 def _add_user(args: argparse.Namespace) -> int:
-    """Print the cloud.yaml entry for a dashboard user; the password never touches disk or the command line."""
+    """Add a dashboard user to cloud.yaml (or print the entry); the password never touches disk or the command line."""
     import getpass
 
     import yaml
 
     from .dashboard.auth import hash_password
+    from .dashboard.user_entries import UserEntryError, check_name_free, write_user
+
+    def refuse(reason: str) -> int:
+        print(f"edgewave-cloud add-user: {reason}", file=sys.stderr)
+        return 2
 
     if not re.fullmatch(r"[A-Za-z0-9_.@-]{1,64}", args.name):
-        print("edgewave-cloud add-user: a name is 1-64 letters, digits, '_', '.', '@' or '-'", file=sys.stderr)
-        return 2
+        return refuse("a name is 1-64 letters, digits, '_', '.', '@' or '-'")
+    replacing = False
+    if not args.print:
+        try:
+            replacing = check_name_free(args.config, args.name, args.replace)
+        except UserEntryError as exc:
+            return refuse(f"{args.config}: {exc}")
     if args.password_stdin:
         password = sys.stdin.readline().rstrip("\r\n")
     else:
         password = getpass.getpass(f"password for {args.name}: ")
         if getpass.getpass("again: ") != password:
-            print("edgewave-cloud add-user: the passwords differ", file=sys.stderr)
-            return 2
+            return refuse("the passwords differ")
     if len(password) < 10:
-        print("edgewave-cloud add-user: the password must have at least 10 characters", file=sys.stderr)
-        return 2
-    entry = {"dashboard": {"users": {args.name: {"role": args.role, "password_hash": hash_password(password)}}}}
-    print(f"# add {args.name} under dashboard.users in cloud.yaml, then restart the dashboard:", file=sys.stderr)
-    sys.stdout.write(yaml.safe_dump(entry, default_flow_style=False, sort_keys=False))
+        return refuse("the password must have at least 10 characters")
+    entry = {"role": args.role, "password_hash": hash_password(password)}
+    if args.print:
+        print(f"# add {args.name} under dashboard.users in cloud.yaml, then restart the dashboard:", file=sys.stderr)
+        sys.stdout.write(yaml.safe_dump({"dashboard": {"users": {args.name: entry}}}, default_flow_style=False,
+                                        sort_keys=False))
+        return 0
+    try:
+        write_user(args.config, args.name, entry)
+    except (UserEntryError, OSError) as exc:
+        return refuse(f"{args.config}: {exc}")
+    print(f"{'replaced' if replacing else 'added'} {args.name} ({args.role}) in {args.config}; restart the "
+          f"dashboard to let them log in", file=sys.stderr)
     return 0
 
 

@@ -58,7 +58,7 @@ def test_on_a_machine_where_the_cloud_never_ran_the_pages_are_empty(tmp_path):
 def test_add_user_prints_an_entry_the_dashboard_accepts(tmp_path):
     bindir = Path(sys.executable).parent
     out = subprocess.run([str(bindir / "edgewave-cloud"), "add-user", "olga", "--role", "operator",
-                          "--password-stdin"], input="a long enough password\n", capture_output=True, text=True,
+                          "--password-stdin", "--print"], input="a long enough password\n", capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0, out.stderr
     entry = yaml.safe_load(out.stdout)
@@ -69,8 +69,60 @@ def test_add_user_prints_an_entry_the_dashboard_accepts(tmp_path):
 
     assert PasswordHasher().verify(user["password_hash"], "a long enough password")
     short = subprocess.run([str(bindir / "edgewave-cloud"), "add-user", "olga", "--role", "viewer",
-                            "--password-stdin"], input="short\n", capture_output=True, text=True, timeout=60)
+                            "--password-stdin", "--print"], input="short\n", capture_output=True, text=True, timeout=60)
     assert short.returncode == 2 and "at least 10 characters" in short.stderr
+
+
+def _add_user(config: Path, name: str, password: str, *extra: str) -> subprocess.CompletedProcess:
+    """The real entry point, as an operator runs it."""
+    return subprocess.run([str(Path(sys.executable).parent / "edgewave-cloud"), "add-user", name, "--config",
+                           str(config), "--password-stdin", *extra], input=password + "\n", capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_add_user_writes_cloud_yaml_and_the_dashboard_accepts_the_login(tmp_path):
+    import urllib.error
+
+    from dashboard_data import HttpSession
+
+    port = free_port()
+    config = write_dashboard_config(tmp_path, port)
+    commented = ("# the cloud of building 7: ask the facilities team before changing it\n"
+                 + config.read_text().replace("dashboard:\n", "dashboard:   # who may look\n", 1)
+                 + "# end of file\n")
+    config.write_text(commented)
+    config.chmod(0o640)
+    before = yaml.safe_load(commented)
+
+    added = _add_user(config, "olga", "olga's long password", "--role", "operator")
+    assert added.returncode == 0, added.stderr
+    assert added.stdout == "" and "olga's long password" not in added.stderr
+    text = config.read_text()
+    assert text.startswith("# the cloud of building 7") and "dashboard:   # who may look\n" in text
+    assert text.endswith("# end of file\n")
+    assert config.stat().st_mode & 0o777 == 0o640
+    after = yaml.safe_load(text)
+    olga = after["dashboard"]["users"].pop("olga")
+    assert after == before and olga["role"] == "operator" and olga["password_hash"].startswith("$argon2id$")
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".cloud.yaml")] == []   # no temporary left
+
+    again = _add_user(config, "olga", "someone else's password", "--role", "viewer")
+    assert again.returncode == 2 and "already has 'olga'" in again.stderr and "--replace" in again.stderr
+    assert config.read_text() == text
+    replaced = _add_user(config, "olga", "olga's new long password", "--role", "viewer", "--replace")
+    assert replaced.returncode == 0, replaced.stderr
+    assert yaml.safe_load(config.read_text())["dashboard"]["users"]["olga"]["role"] == "viewer"
+
+    dashboard = CloudProcess(["dashboard", "--config", str(config)], tmp_path / "dashboard.log")
+    try:
+        wait_until_serving(port, dashboard)
+        session = HttpSession(f"http://127.0.0.1:{port}", "olga", "olga's new long password")
+        assert b"olga <small>(viewer)</small>" in session.get("/")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            HttpSession(f"http://127.0.0.1:{port}", "olga", "olga's long password").get("/api/gateways")
+        assert refused.value.code == 401
+    finally:
+        assert dashboard.stop(timeout=20) == 0, dashboard.log()[-3000:]
 
 
 @pytest.mark.timeout(600)
