@@ -22,8 +22,6 @@ import signal
 import sys
 from pathlib import Path
 
-from edgewave.shared.log_format import setup_logging
-
 from .settings import CloudSettings, SettingsError, load_settings
 
 log = logging.getLogger("edgewave.cloud")
@@ -32,7 +30,8 @@ DEFAULT_CONFIG = "configs/cloud.yaml"
 
 
 def _setup_logging(level: str) -> None:
-    setup_logging(level)
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), stream=sys.stderr,
+                        format="%(asctime)s level=%(levelname)s logger=%(name)s %(message)s")
     # py4j logs every callback-server round trip at INFO.
     logging.getLogger("py4j").setLevel(logging.WARNING)
     # `kill -USR1 <pid>` writes every thread's Python stack to stderr: where a process
