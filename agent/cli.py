@@ -11,27 +11,7 @@ import threading
 import time
 
 from edgewave.agent.config import AgentSettings, SettingsError, load_settings
-
-
-class KeyValueFormatter(logging.Formatter):
-    """``ts=... level=... logger=... <message>``: messages are already key=value."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        line = (f"ts={self.formatTime(record, '%Y-%m-%dT%H:%M:%S')}.{int(record.msecs):03d}Z "
-                f"level={record.levelname} logger={record.name} {record.getMessage()}")
-        if record.exc_info:
-            line += "\n" + self.formatException(record.exc_info)
-        return line
-
-
-def setup_logging(level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    formatter = KeyValueFormatter()
-    formatter.converter = time.gmtime
-    handler.setFormatter(formatter)
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
+from edgewave.shared.log_format import setup_logging
 
 
 # Full collections every this many young (generation 1) ones; CPython's default is 10.

@@ -22,6 +22,8 @@ import signal
 import sys
 from pathlib import Path
 
+from edgewave.shared.log_format import setup_logging
+
 from .settings import CloudSettings, SettingsError, load_settings
 
 log = logging.getLogger("edgewave.cloud")
@@ -30,8 +32,7 @@ DEFAULT_CONFIG = "configs/cloud.yaml"
 
 
 def _setup_logging(level: str) -> None:
-    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), stream=sys.stderr,
-                        format="%(asctime)s level=%(levelname)s logger=%(name)s %(message)s")
+    setup_logging(level)
     # py4j logs every callback-server round trip at INFO.
     logging.getLogger("py4j").setLevel(logging.WARNING)
     # `kill -USR1 <pid>` writes every thread's Python stack to stderr: where a process

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Iterable
 
+from edgewave.shared.log_format import setup_logging
 from edgewave.shared.ntriples import serialize
 
 from .clock import Pacer, parse_speed
@@ -307,8 +308,7 @@ COMMANDS = {"run": cmd_run, "record": cmd_record, "replay": cmd_replay, "static"
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    setup_logging(args.log_level)
     try:
         return COMMANDS[args.command](args)
     except (SimConfigError, ScenarioError, AmbiguousScenario, DatasetError) as exc:

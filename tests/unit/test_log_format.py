@@ -1,0 +1,67 @@
+"""One log line format for the agent, the cloud and the simulator."""
+from __future__ import annotations
+
+import io
+import logging
+import re
+import subprocess
+import sys
+
+import pytest
+
+from edgewave.shared.log_format import setup_logging
+
+LINE = re.compile(r"ts=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z level=(\w+) logger=(\S+) (.*)")
+
+
+@pytest.fixture
+def root_restored():
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:], root.level = handlers, level
+
+
+def test_lines_are_key_value_in_utc_at_the_level_asked(root_restored) -> None:
+    out = io.StringIO()
+    setup_logging("warning", out)
+    setup_logging("warning", out)            # again: still one handler, one line per record
+    logging.getLogger("edgewave.test").info("hidden event=x")
+    logging.getLogger("edgewave.test").warning("outbox event=opened pending=%d", 3)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 1
+    m = LINE.fullmatch(lines[0])
+    assert m and m.groups() == ("WARNING", "edgewave.test", "outbox event=opened pending=3")
+
+
+def test_a_traceback_follows_its_line(root_restored) -> None:
+    out = io.StringIO()
+    setup_logging("INFO", out)
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        logging.getLogger("edgewave.test").exception("job event=failed")
+    first, *rest = out.getvalue().splitlines()
+    assert LINE.fullmatch(first) and rest[0].startswith("Traceback") and rest[-1] == "RuntimeError: boom"
+
+
+def test_an_unknown_level_means_info_and_says_so(root_restored) -> None:
+    out = io.StringIO()
+    setup_logging("verbose", out)
+    assert logging.getLogger().level == logging.INFO
+    assert "event=unknown_level level='verbose' using=INFO" in out.getvalue()
+
+
+@pytest.mark.parametrize("argv", [
+    ["edgewave.firmware_sim.cli", "--log-level", "DEBUG", "record", "--config", "/nonexistent.yaml",
+     "--scenario", "/nonexistent.yaml", "--out", "-"],
+    ["-c", "import logging, sys; from edgewave.cloud.cli import _setup_logging; _setup_logging('DEBUG'); "
+           "logging.getLogger('edgewave.cloud').error('ingest event=x')"],
+    ["-c", "import logging; from edgewave.agent import cli; cli.setup_logging('INFO'); "
+           "logging.getLogger('edgewave.agent').error('agent event=x')"],
+])
+def test_the_clis_write_the_same_format(argv: list[str]) -> None:
+    argv = argv if argv[0] == "-c" else ["-m", *argv]
+    done = subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=120)
+    logged = [line for line in done.stderr.splitlines() if line.startswith("ts=")]
+    assert logged and all(LINE.fullmatch(line) for line in logged), done.stderr
