@@ -10,9 +10,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from broker_process import MosquittoBroker  # noqa: E402
+from reference_data import reference_data_dir, where  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 
 
 @pytest.fixture
@@ -41,12 +41,39 @@ def mqtt_broker_auth(tmp_path: Path) -> Iterator[MosquittoBroker]:
 
 @pytest.fixture
 def shared_data() -> Path:
-    """The reference data directory beside the checkout; tests skip when it is absent.
+    """The reference data directory (tests/reference_data.py); tests skip when there is none.
 
     An honest skip: these public data sets are not in the repository (CityBench is GPL-3.0
     and may not be copied into this Apache-2.0 one; the others are large), so a checkout
-    without the directory cannot run these tests. docs/testing.md lists their sources.
+    without them cannot run these tests. scripts/fetch-reference-data.py fetches them;
+    docs/testing.md lists their sources. A test using this fixture is marked
+    ``reference_data``: once the directory exists, its skips are failures.
     """
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"reference data not found at {SHARED_DATA} (it lives beside the checkout)")
-    return SHARED_DATA
+    root = reference_data_dir()
+    if root is None:
+        pytest.skip(f"reference data not found ({where()})")
+    return root
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if "shared_data" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.reference_data)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """With the reference data present, a reference-data test may not skip: a skip then
+    means a file is missing or a test no longer finds its data, which must be seen."""
+    outcome = yield
+    report = outcome.get_result()
+    if not report.skipped or item.get_closest_marker("reference_data") is None:
+        return
+    root = reference_data_dir()
+    if root is None:
+        return
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    report.outcome = "failed"
+    report.longrepr = (f"skipped although the reference data directory {root} is there: {reason}\n"
+                       "(python3 scripts/fetch-reference-data.py --verify names what is missing)")

@@ -17,9 +17,9 @@ set of bindings edgewave reports must equal the union of Oxigraph's solutions ov
 arrivals. Oxigraph stores numbers in its own canonical form ("54.0"^^xsd:double comes back
 as "54"), so numeric literals are compared by datatype and value, everything else as terms.
 
-The data are GPL-3.0 (see the PROVENANCE.md of the reference data's citybench folder): read
-from the reference data directory beside the checkout, never copied into this Apache-2.0
-repository; the test skips where it is absent.
+The data are GPL-3.0: read from the reference data directory (tests/reference_data.py,
+filled by scripts/fetch-reference-data.py), never copied into this Apache-2.0 repository;
+the test skips where there is none, and fails where there is one without these files.
 
 The streams are CSV; each row becomes, per property the sensor observes (in the repository),
 one observation as CityBench's annotators write it: ``a ssn:Observation; ssn:observedBy
@@ -43,6 +43,9 @@ import pyoxigraph as ox
 import pytest
 
 from edgewave.shared.ntriples import make_iri, make_literal
+from reference_data import reference_data_dir, where
+
+pytestmark = pytest.mark.reference_data
 
 SAMPLE = "http://www.insight-centre.org/dataset/SampleEventService#"
 CT = "http://www.insight-centre.org/citytraffic#"
@@ -196,10 +199,10 @@ def reference(city: CityData, text: str) -> set[frozenset]:
 
 @pytest.fixture(scope="module")
 def city() -> CityData:
-    root = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "citybench"
-    if not root.is_dir():  # GPL-3.0 data: read where the team keeps it, never copied in
-        pytest.skip(f"reference data not found at {root} (it lives beside the checkout)")
-    return CityData(root)
+    base = reference_data_dir()
+    if base is None:  # GPL-3.0 data: fetched or linked beside the code, never copied in
+        pytest.skip(f"reference data not found ({where()})")
+    return CityData(base / "citybench")
 
 
 @pytest.fixture(scope="module")
