@@ -96,6 +96,11 @@ class EventLimits:
     max_bindings: int = 1_000
     max_entailed: int = 1_000   # entries of ``entailed`` (at most one per contributing triple)
     max_axioms: int = 32        # axioms of one entry (a schema's chains are a few statements)
+    # A batch of events in one message (shared/uplink_batch.py); each of its events is then
+    # held to the limits above, as a single event is.
+    max_batch_bytes: int = DEFAULT_MAX_BYTES      # the compressed payload
+    max_inflated_bytes: int = 8 * 1024 * 1024     # its body once inflated, and its strings once expanded
+    max_batch_events: int = 1_000
 
 
 class EventError(ValueError):
