@@ -39,8 +39,10 @@ from edgewave.cloud.settings import CloudSettings
 
 from . import alarm_pages, config_pages, export, live, queries
 from .alarms import AlarmStore
-from .auth import OPERATOR, LoginLimiter, Users, client_address, csrf_ok, current_user, form_for, start_session
+from .auth import (OPERATOR, LoginLimiter, Users, client_address, csrf_ok, current_user, end_session, form_for,
+                   resolve_user, start_session)
 from .follower import FeedFollower
+from .sessions import SessionStore
 from .bucketing import PRESETS_MS, RangeError, TimeRange, parse_range, series
 from .rendering import HERE, render
 from .viewfmt import viewer_zone
@@ -67,7 +69,9 @@ class LoginRequired(BaseHTTPMiddleware):
 
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
         path = request.url.path
-        if not path.startswith(PUBLIC_PREFIXES) and current_user(request) is None:
+        if path.startswith(PUBLIC_PREFIXES):
+            return await call_next(request)
+        if await run_in_threadpool(resolve_user, request) is None:
             if _wants_json(request):
                 return JSONResponse({"error": "log in first"}, status_code=401)
             if request.headers.get("hx-request") or request.method != "GET":
@@ -155,7 +159,7 @@ def _safe_next(target: str | None) -> str:
 
 
 async def login_page(request: Request) -> Response:
-    if current_user(request) is not None:
+    if await run_in_threadpool(resolve_user, request) is not None:
         return RedirectResponse(_safe_next(request.query_params.get("next")), status_code=303)
     return render(request, "login.html", {"next": _safe_next(request.query_params.get("next")), "error": None})
 
@@ -189,7 +193,7 @@ async def login(request: Request) -> Response:
         log.warning("dashboard login failed user=%s client=%s failures=%d", name, address, failures)
         return again("Wrong user name or password.", 401)
     limiter.succeeded(name)
-    start_session(request, user)
+    await run_in_threadpool(start_session, request, user)
     log.info("dashboard login user=%s role=%s client=%s", user.name, user.role, address)
     return RedirectResponse(target, status_code=303)
 
@@ -199,7 +203,7 @@ async def logout(request: Request) -> Response:
     if not csrf_ok(request, form):
         raise HTTPException(403, "the form's security token is missing or stale: reload the page and try again")
     user = current_user(request)
-    request.session.clear()
+    await run_in_threadpool(end_session, request)
     log.info("dashboard logout user=%s", user.name if user else "")
     return RedirectResponse("/login", status_code=303)
 
@@ -384,6 +388,7 @@ async def _follow_the_feed(app: Starlette) -> AsyncIterator[None]:
     finally:
         app.state.follower.stop()
         app.state.alarms.close()
+        app.state.sessions.close()
 
 
 def create_app(settings: CloudSettings, secret_key: str) -> Starlette:
@@ -434,6 +439,10 @@ def create_app(settings: CloudSettings, secret_key: str) -> Starlette:
     app.state.settings = settings
     app.state.reader = queries.Reader(settings.database, d.query_timeout_s)
     app.state.users = Users(d)
+    app.state.sessions = SessionStore(settings.dashboard_state_path, d.session_max_age_s)
+    ended = app.state.sessions.end_stale(app.state.users.credentials())
+    if ended:
+        log.info("dashboard sessions ended=%d reason='user removed or password changed'", ended)
     app.state.live_streams = 0
     app.state.alarms = AlarmStore(settings.dashboard_state_path, d.alarm_keys)
     app.state.follower = FeedFollower(settings.live_feed_path, app.state.alarms)

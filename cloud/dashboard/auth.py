@@ -5,8 +5,10 @@
   every request, so a session never outlives a user's removal or demotion (after a restart).
 - Roles: ``viewer`` sees everything; ``operator`` may also push, acknowledge and roll
   back. Every POST endpoint goes through ``form_for`` with the role it needs.
-- The session is a signed cookie (Starlette's SessionMiddleware): HttpOnly,
-  SameSite=Lax, Secure when ``dashboard.secure_cookies`` is set (behind TLS).
+- The session cookie (Starlette's SessionMiddleware, signed: HttpOnly, SameSite=Lax,
+  Secure when ``dashboard.secure_cookies`` is set, behind TLS) carries a random
+  session id and the CSRF token; who is logged in is kept server-side
+  (``sessions.py``), so logout and a password change end a session for good.
 - Every form carries the session's CSRF token (the login form too: its token lives in
   the anonymous session the login page starts); a POST without it is refused.
 - Failed logins are counted per user name and per client address over
@@ -31,6 +33,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
 from edgewave.cloud.settings import DASHBOARD_ROLES, DashboardSettings
+
+from .sessions import SessionStore, credential_of
 
 log = logging.getLogger("edgewave.cloud.dashboard.auth")
 
@@ -62,10 +66,18 @@ class Users:
 
     def __init__(self, settings: DashboardSettings) -> None:
         self._entries = dict(settings.users)
+        self._credentials = {name: credential_of(entry["password_hash"]) for name, entry in self._entries.items()}
         self._dummy_hash = _hasher.hash(secrets.token_hex(16))
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def credentials(self) -> dict[str, str]:
+        """Each user's ``credential_of`` their password hash: sessions opened under another are over."""
+        return dict(self._credentials)
+
+    def credential(self, name: str) -> str | None:
+        return self._credentials.get(name)
 
     def get(self, name: Any) -> User | None:
         entry = self._entries.get(name) if isinstance(name, str) else None
@@ -149,17 +161,52 @@ def csrf_ok(request: Request, form: FormData | None) -> bool:
     return isinstance(expected, str) and isinstance(sent, str) and hmac.compare_digest(expected, sent)
 
 
+SESSION_KEY = "sid"
+USER_SCOPE_KEY = "edgewave.user"
+"""Where a request keeps the user its session resolved to (``resolve_user``), for the rest of the request."""
+
+
+def _sessions(request: Request) -> SessionStore:
+    return request.app.state.sessions
+
+
 def start_session(request: Request, user: User) -> None:
     """A fresh session for ``user``: nothing of the anonymous one (its CSRF token included) carries over."""
+    users: Users = request.app.state.users
+    session_id = _sessions(request).open(user.name, users.credential(user.name) or "", client_address(request))
     request.session.clear()
-    request.session.update({"user": user.name, "csrf": secrets.token_urlsafe(32),
-                            "login_ms": int(time.time() * 1000)})
+    request.session.update({SESSION_KEY: session_id, "csrf": secrets.token_urlsafe(32)})
+    request.scope[USER_SCOPE_KEY] = user
+
+
+def end_session(request: Request) -> None:
+    """Logout: the session is deleted server-side, so this cookie and every copy of it are refused from now on."""
+    _sessions(request).revoke(request.session.get(SESSION_KEY))
+    request.session.clear()
+    request.scope[USER_SCOPE_KEY] = None
+
+
+def resolve_user(request: Request) -> User | None:
+    """The user of the request's session (one look-up in the session table); see ``current_user``."""
+    session_id = request.session.get(SESSION_KEY)
+    found = _sessions(request).get(session_id) if session_id else None
+    user = None
+    if found is not None:
+        users: Users = request.app.state.users
+        user = users.get(found.user)
+        if user is not None and users.credential(user.name) != found.credential:
+            log.info("dashboard session ended user=%s reason=password_changed", user.name)
+            _sessions(request).revoke(session_id)
+            user = None
+    request.scope[USER_SCOPE_KEY] = user
+    return user
 
 
 def current_user(request: Request) -> User | None:
-    """The logged-in user, with the role cloud.yaml gives them now; None if not logged in."""
-    users: Users = request.app.state.users
-    return users.get(request.session.get("user"))
+    """The logged-in user, with the role cloud.yaml gives them now; None if not logged in (or logged out)."""
+    if USER_SCOPE_KEY in request.scope:
+        return request.scope[USER_SCOPE_KEY]
+    return resolve_user(request)
 
 
 def client_address(request: Request) -> str:

@@ -291,6 +291,30 @@ def test_the_login_form_needs_its_csrf_token(browser, dashboard):
         ctx.close()
 
 
+def test_a_cookie_copied_before_logout_is_refused_after_it(browser, dashboard):
+    """Sessions live server-side: logging out ends the session, not just the browser's copy of the cookie."""
+    victim = browser.new_context(base_url=dashboard.url)
+    thief = browser.new_context(base_url=dashboard.url)
+    try:
+        page = log_in(victim, "victor")
+        stolen = [c for c in victim.cookies() if c["name"] == "edgewave_session"]
+        assert len(stolen) == 1 and "victor" not in stolen[0]["value"]   # the cookie holds an id, not the user
+        thief.add_cookies(stolen)
+        assert thief.request.get("/api/gateways", max_redirects=0).status == 200
+        sessions = dashboard.db.parent / "dashboard.db"
+        open_before = sqlite_rows(sessions, "SELECT COUNT(*) FROM sessions WHERE user = 'victor'")[0][0]
+        page.click("form.logout button[type=submit]")
+        page.wait_for_url(re.compile(r"/login$"))
+        assert thief.request.get("/api/gateways", max_redirects=0).status == 401
+        refused = thief.request.get("/gateways", max_redirects=0)
+        assert refused.status == 303 and refused.headers["location"].startswith("/login")
+        assert victim.request.get("/api/gateways", max_redirects=0).status == 401
+        assert sqlite_rows(sessions, "SELECT COUNT(*) FROM sessions WHERE user = 'victor'")[0][0] == open_before - 1
+    finally:
+        victim.close()
+        thief.close()
+
+
 def test_live_matches_arrive_within_seconds_with_their_evidence(context, dashboard):
     """Events ingest appends to the live feed (its own code path) reach an open page over server-sent events."""
     now = int(time.time() * 1000)

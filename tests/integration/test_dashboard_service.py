@@ -109,20 +109,34 @@ def test_add_user_writes_cloud_yaml_and_the_dashboard_accepts_the_login(tmp_path
     again = _add_user(config, "olga", "someone else's password", "--role", "viewer")
     assert again.returncode == 2 and "already has 'olga'" in again.stderr and "--replace" in again.stderr
     assert config.read_text() == text
-    replaced = _add_user(config, "olga", "olga's new long password", "--role", "viewer", "--replace")
-    assert replaced.returncode == 0, replaced.stderr
-    assert yaml.safe_load(config.read_text())["dashboard"]["users"]["olga"]["role"] == "viewer"
 
+    url = f"http://127.0.0.1:{port}"
     dashboard = CloudProcess(["dashboard", "--config", str(config)], tmp_path / "dashboard.log")
     try:
         wait_until_serving(port, dashboard)
-        session = HttpSession(f"http://127.0.0.1:{port}", "olga", "olga's new long password")
+        before_the_change = HttpSession(url, "olga", "olga's long password")
+        assert b"olga <small>(operator)</small>" in before_the_change.get("/")
+    finally:
+        assert dashboard.stop(timeout=20) == 0, dashboard.log()[-3000:]
+
+    # A password change (and a restart) ends the sessions opened with the old password.
+    replaced = _add_user(config, "olga", "olga's new long password", "--role", "viewer", "--replace")
+    assert replaced.returncode == 0, replaced.stderr
+    assert yaml.safe_load(config.read_text())["dashboard"]["users"]["olga"]["role"] == "viewer"
+    dashboard = CloudProcess(["dashboard", "--config", str(config)], tmp_path / "dashboard2.log")
+    try:
+        wait_until_serving(port, dashboard)
+        with pytest.raises(urllib.error.HTTPError) as ended:
+            before_the_change.get("/api/gateways")
+        assert ended.value.code == 401
+        session = HttpSession(url, "olga", "olga's new long password")
         assert b"olga <small>(viewer)</small>" in session.get("/")
         with pytest.raises(urllib.error.HTTPError) as refused:
-            HttpSession(f"http://127.0.0.1:{port}", "olga", "olga's long password").get("/api/gateways")
+            HttpSession(url, "olga", "olga's long password").get("/api/gateways")
         assert refused.value.code == 401
     finally:
         assert dashboard.stop(timeout=20) == 0, dashboard.log()[-3000:]
+    assert "dashboard sessions ended=1" in dashboard.log()
 
 
 @pytest.mark.timeout(600)
