@@ -2,80 +2,40 @@
 
 One dataclass per YAML section. ``load_settings(path)`` reads the file, fills in the
 defaults documented here (and in ``configs/agent.yaml``), and rejects unknown keys and
-wrong types with a message naming the offending key, so a typo in a gateway's config
-fails at start-up rather than silently falling back to a default.
+wrong types with a ``SettingsError`` naming the file and the offending key
+(``edgewave.shared.settings``), so a typo in a gateway's config fails at start-up rather
+than silently falling back to a default. The two broker sections have the shape every
+tier shares (``edgewave.shared.broker``).
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from edgewave.shared.broker import BrokerSettings, ReconnectSettings, SessionBrokerSettings, TlsSettings
 from edgewave.shared.ntriples import MAX_QUOTED_DEPTH
+from edgewave.shared.settings import NOT_A_KEY, SettingsError, bind, load_yaml, setting
+
+__all__ = ["AgentSettings", "BrokerSettings", "ConfigSettings", "EngineSettings", "InputSettings",
+           "OutboxSettings", "ReconnectSettings", "SessionBrokerSettings", "SettingsError", "SignificanceSettings",
+           "StatusSettings", "TlsSettings", "load_settings", "settings_from_dict"]
 
 DEFAULT_STREAM_TEMPLATE = "http://example.org/stream/{stream}"
 _SEGMENT = re.compile(r"^[A-Za-z0-9_.\-]+$")
-
-
-class SettingsError(ValueError):
-    """The YAML settings are unusable; the message names the key."""
-
-
-@dataclass
-class TlsSettings:
-    """TLS towards one broker; all paths PEM. Enabled as soon as ``ca`` or ``cert`` is set."""
-
-    ca: str | None = None          # CA bundle that signed the broker's certificate
-    cert: str | None = None        # client certificate (mutual TLS)
-    key: str | None = None         # client private key
-    insecure: bool = False         # skip hostname verification (test rigs only)
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.ca or self.cert)
-
-
-@dataclass
-class BrokerSettings:
-    """One MQTT broker connection."""
-
-    host: str = "127.0.0.1"
-    port: int = 1883
-    username: str | None = None
-    password: str | None = None
-    password_file: str | None = None   # or read the password from this file (mode 0600; wins)
-    client_id: str | None = None   # default: edgewave-<gateway>-local / -cloud
-    keepalive_s: int = 30
-    # How long the broker keeps our session while we are away (MQTT 5 session expiry).
-    # Cloud: a config pushed meanwhile is delivered on reconnect; must be > 0. Local: QoS 1
-    # sensor messages delivered but not yet handled, or published while the agent is down,
-    # are delivered (again) when it comes back; 0 there means a clean session.
-    session_expiry_s: int = 86400
-    tls: TlsSettings = field(default_factory=TlsSettings)
-
-
-@dataclass
-class ReconnectSettings:
-    """Exponential backoff with full jitter between reconnect attempts."""
-
-    min_delay_s: float = 0.5
-    max_delay_s: float = 30.0
 
 
 @dataclass
 class InputSettings:
     """Sensor input on the local broker (``ew/in/<stream>/<sensor>``)."""
 
-    qos: int = 1
+    qos: int = setting(1, choices=(0, 1, 2))
     max_message_bytes: int = 16384   # larger messages are counted as oversized and dropped
     # Quoted triples (<< s p o >>) nested in one statement; deeper: quoted_too_deep. An annotated
     # observation nests 1 or 2; the N-Triples parser never goes beyond 64 (MAX_QUOTED_DEPTH).
-    max_quoted_depth: int = 8
+    max_quoted_depth: int = setting(8, minimum=0, maximum=MAX_QUOTED_DEPTH, why="the parser's own limit")
     # Statements in one message; more: too_many_triples. An observation is 5-10; 16 kB of
     # realistic statements (about 120 bytes each) holds some 140.
     max_triples_per_message: int = 256
@@ -105,12 +65,13 @@ class OutboxSettings:
     path: str = "outbox.db"          # relative to data_dir
     max_bytes: int = 64 * 1024 * 1024
     max_age_s: float = 7 * 86400     # older events are dropped (counted)
-    policy: str = "drop_oldest"      # or "refuse_newest", when max_bytes is reached
+    policy: str = setting("drop_oldest", choices=("drop_oldest", "refuse_newest"))   # when max_bytes is reached
     max_inflight: int = 100          # published, not yet acknowledged (PUBACK)
     max_rate_per_s: float = 1000.0   # publish pacing; replay after an outage obeys it
     resend_after_s: float = 10.0     # unacknowledged after a reconnect: publish again
     synchronous: str = "NORMAL"      # SQLite synchronous; FULL survives power loss too
-    unwritten_max_bytes: int = 8 * 1024 * 1024   # events the disk refused, kept in memory meanwhile
+    # Events the disk refused, kept in memory meanwhile; 0: dropped at once.
+    unwritten_max_bytes: int = setting(8 * 1024 * 1024, minimum=0)
 
 
 @dataclass
@@ -158,10 +119,14 @@ class AgentSettings:
     data_dir: str = "var/edgewave-agent"
     log_level: str = "INFO"
     shutdown_grace_s: float = 5.0     # on SIGTERM: how long to wait for PUBACKs
-    # Local: a minute covers a crash and systemd's restart, and bounds how stale the
-    # messages the broker kept may be (they are timestamped when they arrive).
-    local: BrokerSettings = field(default_factory=lambda: BrokerSettings(session_expiry_s=60))
-    cloud: BrokerSettings = field(default_factory=BrokerSettings)
+    # Session expiry. Cloud: a config pushed meanwhile is delivered on reconnect; must be > 0.
+    # Local: QoS 1 sensor messages delivered but not yet handled, or published while the agent
+    # is down, are delivered (again) when it comes back; 0 there means a clean session. A
+    # minute covers a crash and systemd's restart, and bounds how stale the messages the
+    # broker kept may be (they are timestamped when they arrive). Default client ids:
+    # edgewave-<gateway>-local / -cloud.
+    local: SessionBrokerSettings = field(default_factory=lambda: SessionBrokerSettings(session_expiry_s=60))
+    cloud: SessionBrokerSettings = field(default_factory=SessionBrokerSettings)
     reconnect: ReconnectSettings = field(default_factory=ReconnectSettings)
     input: InputSettings = field(default_factory=InputSettings)
     significance: SignificanceSettings = field(default_factory=SignificanceSettings)
@@ -169,7 +134,7 @@ class AgentSettings:
     status: StatusSettings = field(default_factory=StatusSettings)
     config: ConfigSettings = field(default_factory=ConfigSettings)
     engine: EngineSettings = field(default_factory=EngineSettings)
-    source: str | None = None         # the YAML file these came from (not a YAML key)
+    source: str | None = field(default=None, metadata=NOT_A_KEY)   # the YAML file these came from
 
     def data_path(self, name: str) -> Path:
         """A file inside data_dir (absolute names are kept as they are)."""
@@ -207,62 +172,9 @@ class AgentSettings:
         return bool(_SEGMENT.match(segment))
 
 
-def _build(cls: type, data: Any, where: str, base: Any = None) -> Any:
-    """``cls`` from a YAML mapping; keys it omits keep their value in ``base`` (a section's
-    own default, which may differ from the class's: ``local`` vs ``cloud``)."""
-    base = cls() if base is None else base
-    if data is None:
-        return base
-    if not isinstance(data, dict):
-        raise SettingsError(f"{where or 'settings'}: expected a mapping, got {type(data).__name__}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    kwargs: dict[str, Any] = {}
-    for key, value in data.items():
-        name = str(key).replace("-", "_")
-        path = f"{where}.{key}" if where else str(key)
-        if name not in fields or name == "source":
-            raise SettingsError(f"unknown setting {path!r}")
-        default = getattr(base, name)
-        if dataclasses.is_dataclass(default):
-            kwargs[name] = _build(type(default), value, path, default)
-        else:
-            kwargs[name] = _coerce(str(fields[name].type), value, path)
-    return dataclasses.replace(base, **kwargs)
-
-
-def _coerce(annotation: str, value: Any, path: str) -> Any:
-    """Check ``value`` against a field's annotation (a string, as written in this module)."""
-    if value is None:
-        if "None" in annotation:
-            return None
-        raise SettingsError(f"{path}: a value is required")
-    kind = annotation.split("|")[0].strip()
-    if kind == "bool":
-        if not isinstance(value, bool):
-            raise SettingsError(f"{path}: expected true/false, got {value!r}")
-        return value
-    if kind in ("int", "float"):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise SettingsError(f"{path}: expected a number, got {value!r}")
-        if kind == "int" and value != int(value):
-            raise SettingsError(f"{path}: expected an integer, got {value!r}")
-        return int(value) if kind == "int" else float(value)
-    if kind.startswith("dict"):
-        if not isinstance(value, dict):
-            raise SettingsError(f"{path}: expected a mapping, got {value!r}")
-        return {str(k): str(v) for k, v in value.items()}
-    if isinstance(value, (dict, list)):
-        raise SettingsError(f"{path}: expected a string, got {value!r}")
-    return str(value)
-
-
 def settings_from_dict(data: dict[str, Any] | None) -> AgentSettings:
     """Settings from an already-parsed YAML mapping, validated."""
-    settings = _build(AgentSettings, data or {}, "")
-    if settings.outbox.policy not in ("drop_oldest", "refuse_newest"):
-        raise SettingsError(f"outbox.policy: expected drop_oldest or refuse_newest, got {settings.outbox.policy!r}")
-    if settings.input.qos not in (0, 1, 2):
-        raise SettingsError(f"input.qos: expected 0, 1 or 2, got {settings.input.qos}")
+    settings = bind(AgentSettings, data)
     for segment in settings.input.streams:
         if not _SEGMENT.match(segment):
             raise SettingsError(f"input.streams: invalid stream segment {segment!r}")
@@ -270,15 +182,8 @@ def settings_from_dict(data: dict[str, Any] | None) -> AgentSettings:
         raise SettingsError("input.default_stream must contain {stream}")
     if settings.outbox.max_inflight < 1 or settings.outbox.max_rate_per_s <= 0:
         raise SettingsError("outbox.max_inflight and outbox.max_rate_per_s must be positive")
-    if settings.outbox.unwritten_max_bytes < 0:
-        raise SettingsError("outbox.unwritten_max_bytes: expected 0 (drop at once) or more")
     if settings.cloud.session_expiry_s <= 0:
         raise SettingsError("cloud.session_expiry_s must be positive: the cloud session must outlive an outage")
-    if settings.local.session_expiry_s < 0:
-        raise SettingsError("local.session_expiry_s: expected 0 (clean session) or more")
-    if not 0 <= settings.input.max_quoted_depth <= MAX_QUOTED_DEPTH:
-        raise SettingsError(f"input.max_quoted_depth: expected 0 to {MAX_QUOTED_DEPTH} (the parser's own limit), "
-                            f"got {settings.input.max_quoted_depth}")
     if settings.input.max_message_bytes < 1 or settings.input.max_triples_per_message < 1:
         raise SettingsError("input.max_message_bytes and input.max_triples_per_message must be positive")
     c = settings.config
@@ -295,13 +200,6 @@ def settings_from_dict(data: dict[str, Any] | None) -> AgentSettings:
 
 def load_settings(path: str | os.PathLike[str]) -> AgentSettings:
     """Read and validate the agent's YAML file. Relative paths are relative to the working directory."""
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except OSError as exc:
-        raise SettingsError(f"cannot read {path}: {exc}") from exc
-    except yaml.YAMLError as exc:
-        raise SettingsError(f"{path}: invalid YAML: {exc}") from exc
-    settings = settings_from_dict(data)
+    settings = load_yaml(path, lambda data: settings_from_dict(data or {}))
     settings.source = str(path)
     return settings

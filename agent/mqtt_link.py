@@ -22,22 +22,21 @@ from __future__ import annotations
 
 import logging
 import random
-import ssl
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Callable
 
 import paho.mqtt.client as mqtt
-from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from edgewave.agent.config import BrokerSettings, ReconnectSettings
 from edgewave.agent.network_loop import NetworkLoop
+from edgewave.shared.broker import ReconnectSettings, SessionBrokerSettings
+from edgewave.shared.mqtt_client import Will, new_client
+
+__all__ = ["Ack", "Backoff", "MessageHandler", "MqttLink", "Will"]
 
 log = logging.getLogger("edgewave.agent.mqtt")
 
@@ -60,14 +59,6 @@ class Backoff:
         self.attempt = 0
 
 
-@dataclass(frozen=True)
-class Will:
-    topic: str
-    payload: bytes
-    qos: int = 1
-    retain: bool = True
-
-
 Ack = Callable[[], None]
 # topic, payload, retained, and the message's ack: None unless the link acknowledges after
 # handling and the message has QoS 1 or 2; then the handler must call it exactly once.
@@ -77,7 +68,7 @@ MessageHandler = Callable[[str, bytes, bool, "Ack | None"], None]
 class MqttLink:
     """A named, self-healing MQTT connection to one broker."""
 
-    def __init__(self, name: str, broker: BrokerSettings, reconnect: ReconnectSettings, *,
+    def __init__(self, name: str, broker: SessionBrokerSettings, reconnect: ReconnectSettings, *,
                  client_id: str, persistent: bool = False, will: Will | None = None,
                  subscriptions: list[tuple[str, int]] | None = None,
                  on_message: MessageHandler | None = None,
@@ -105,22 +96,7 @@ class MqttLink:
         self._attempting = False                    # a connect attempt runs on its own thread
         self.connects = 0
 
-        client = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2,
-                             client_id=client_id, protocol=mqtt.MQTTv5, manual_ack=ack_after_handling)
-        if broker.username is not None:
-            password = broker.password
-            if broker.password_file:
-                password = Path(broker.password_file).read_text().strip()
-            client.username_pw_set(broker.username, password)
-        if broker.tls.enabled:
-            client.tls_set(ca_certs=broker.tls.ca, certfile=broker.tls.cert, keyfile=broker.tls.key,
-                           cert_reqs=ssl.CERT_REQUIRED)
-            if broker.tls.insecure:
-                client.tls_insecure_set(True)
-        if will is not None:
-            client.will_set(will.topic, will.payload, qos=will.qos, retain=will.retain)
-        client.max_inflight_messages_set(max_inflight)
-        client.max_queued_messages_set(0)
+        client = new_client(broker, client_id, manual_ack=ack_after_handling, will=will, max_inflight=max_inflight)
         client.on_connect = self._handle_connect
         client.on_disconnect = self._handle_disconnect
         client.on_message = self._handle_message

@@ -11,9 +11,13 @@ Messages are committed in groups (up to ``commit_max_messages`` or every
 ``commit_interval_ms``), so one fsync covers many events. paho's network
 thread only queues messages; the main thread writes, syncs and acks.
 
+An events message holds one JSON-LD event, or a batch of them (``shared/uplink_batch.py``,
+told apart by its first byte): a batch lands the same events, each checked as a single
+one is; an event of a batch that fails its checks is quarantined alone.
+
 One bad message never stops ingest. Every payload is read within limits
-(``ingest.limits``: size, nesting depth, triples and bindings per event) that a
-JSON bomb cannot pass, and whatever goes wrong while one message is decoded,
+(``ingest.limits``: size, nesting depth, triples and bindings per event, a batch's
+compressed and inflated size and event count) that a JSON or zlib bomb cannot pass, and whatever goes wrong while one message is decoded,
 validated or recorded (not an event, beyond a limit, an event claiming another
 gateway's topic, a malformed ack, or an error nobody foresaw) quarantines that
 message: it is kept in ``<landing_zone>/rejected/`` with the reason (above
@@ -34,7 +38,6 @@ import os
 import queue
 import signal
 import sqlite3
-import ssl
 import threading
 import time
 from dataclasses import dataclass
@@ -42,13 +45,15 @@ from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as mqtt
-from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from edgewave.shared import topics
-from edgewave.shared.events import EventError, decode_event
+from edgewave.shared.broker import ReconnectSettings
+from edgewave.shared.events import EventError, decode_event, encode_event
 from edgewave.shared.log_limit import LogLimiter
+from edgewave.shared.mqtt_client import new_client
+from edgewave.shared.uplink_batch import check_event, decode_batch, is_batch
 
 from .database import open_database, transaction
 from .inflight_marker import STRIKES_TO_QUARANTINE, InFlightMarker
@@ -57,7 +62,7 @@ from .landing import LandingZone
 from .live_feed import LiveFeedWriter
 from .registry import (AckError, StatusError, ensure_registry_schema, parse_ack, parse_status, record_ack,
                        record_status)
-from .settings import BrokerSettings, CloudSettings
+from .settings import CloudSettings
 
 log = logging.getLogger(__name__)
 
@@ -82,16 +87,8 @@ class Received:
     oversized: bool = False
 
 
-def mqtt_client(broker: BrokerSettings, client_id: str, *, manual_ack: bool = False) -> mqtt.Client:
-    """A paho 2.x MQTT 5 client configured from cloud.yaml (credentials, TLS)."""
-    client = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, client_id=client_id,
-                         protocol=mqtt.MQTTv5, manual_ack=manual_ack)
-    if broker.username:
-        client.username_pw_set(broker.username, broker.password)
-    if broker.tls_ca or broker.tls_cert:
-        client.tls_set(ca_certs=broker.tls_ca, certfile=broker.tls_cert, keyfile=broker.tls_key,
-                       tls_version=ssl.PROTOCOL_TLS_CLIENT)
-    return client
+# paho reconnects ingest by itself (loop_start): after a second, doubling up to half a minute.
+RECONNECT = ReconnectSettings(min_delay_s=1, max_delay_s=30)
 
 
 class Ingest:
@@ -119,14 +116,14 @@ class Ingest:
         self.connected = threading.Event()
         self.feed = LiveFeedWriter(settings.live_feed_path, settings.live_feed.max_rows)
         self._landed: list[dict[str, Any]] = []     # this group's events, for the live feed
-        self.counters = {"events": 0, "status": 0, "acks": 0, "rejected": 0, "commits": 0, "feed_errors": 0}
+        self.counters = {"events": 0, "batches": 0, "status": 0, "acks": 0, "rejected": 0, "commits": 0,
+                         "feed_errors": 0}
         self._reject_log = LogLimiter(period_s=60.0)
         self._failpoint = _payload_failpoint()
-        self.client = mqtt_client(settings.broker, self.client_id, manual_ack=True)
+        self.client = new_client(settings.broker, self.client_id, manual_ack=True, reconnect=RECONNECT)
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
         self.client.on_message = self._on_message
-        self.client.reconnect_delay_set(min_delay=1, max_delay=30)
 
     # -- paho's thread: hand over only ---------------------------------------------------
 
@@ -155,7 +152,7 @@ class Ingest:
 
     def _on_message(self, client: mqtt.Client, userdata: Any, msg: mqtt.MQTTMessage) -> None:
         payload = msg.payload
-        oversized = len(payload) > self.limits.max_bytes
+        oversized = len(payload) > self._size_limit(payload)
         received = Received(msg.topic, payload[:self.settings.ingest.rejected_keep_bytes] if oversized else payload,
                             msg.qos, msg.mid, bool(msg.retain), int(time.time() * 1000), len(payload),
                             hashlib.sha256(payload).hexdigest(), oversized)
@@ -270,7 +267,7 @@ class Ingest:
             self.marker.resolve(msg.sha256)
             return
         if msg.oversized:
-            self._reject(msg, f"payload of {msg.size} bytes (at most {self.limits.max_bytes})")
+            self._reject(msg, f"payload of {msg.size} bytes (at most {self._size_limit(msg.payload)})")
             return
         self.marker.mark(msg.sha256)
         if self._failpoint and self._failpoint in msg.payload:
@@ -295,13 +292,10 @@ class Ingest:
         gateway = topics.gateway_from_topic(msg.topic)
         kind = topics.topic_kind(msg.topic)
         if kind == "events":
-            event = decode_event(msg.payload, limits)
-            if event["gateway"] != gateway:
-                raise EventError(f"event for gateway {event['gateway']!r} published on {msg.topic}")
-            event["ingestTime"] = msg.received_ms
-            self.landing.append(event, msg.received_ms)
-            self._landed.append(event)
-            self.counters["events"] += 1
+            if is_batch(msg.payload):
+                self._store_batch(msg, gateway)
+            else:
+                self._land(_checked(decode_event(msg.payload, limits), gateway, msg.topic), msg)
         elif kind == "status":
             status = parse_status(msg.payload, max_bytes=limits.max_bytes, max_depth=limits.max_depth)
             if record_status(conn, gateway, status, msg.received_ms, retained=msg.retain):
@@ -312,6 +306,36 @@ class Ingest:
                 raise AckError(f"ack for gateway {ack.get('gateway')!r} published on {msg.topic}")
             record_ack(conn, gateway, ack, msg.received_ms)
             self.counters["acks"] += 1
+
+    def _size_limit(self, payload: bytes) -> int:
+        """The largest payload of this form ingest reads: a batch has a limit of its own."""
+        return self.limits.max_batch_bytes if is_batch(payload) else self.limits.max_bytes
+
+    def _land(self, event: dict[str, Any], msg: Received) -> None:
+        event["ingestTime"] = msg.received_ms
+        self.landing.append(event, msg.received_ms)
+        self._landed.append(event)
+        self.counters["events"] += 1
+
+    def _store_batch(self, msg: Received, gateway: str) -> None:
+        """Land a batch's events in order. A batch that cannot be read raises (the caller
+        quarantines it whole, nothing of it landed); an event of it that fails the checks of a
+        single event is quarantined alone, with the reason and its place in the batch, and the
+        others land: they were sent, and are valid, independently of it."""
+        raw = decode_batch(msg.payload, self.limits)
+        checked: list[dict[str, Any] | EventError] = []
+        for event in raw:
+            try:
+                checked.append(_checked(check_event(event, self.limits), gateway, msg.topic))
+            except EventError as exc:
+                checked.append(exc)
+        self.counters["batches"] += 1
+        for i, (event, outcome) in enumerate(zip(raw, checked)):
+            if isinstance(outcome, EventError):
+                self._reject(msg, f"{outcome} (event {i + 1} of {len(raw)} of a batch)", payload=encode_event(event),
+                             batch={"sha256": msg.sha256, "bytes": msg.size, "index": i, "events": len(raw)})
+            else:
+                self._land(outcome, msg)
 
     def _feed_landed(self) -> None:
         """Show the group's events (durable now) in the live feed; its failure stops nothing."""
@@ -325,22 +349,34 @@ class Ingest:
                           len(landed), str(exc), self.counters["feed_errors"],
                           self._reject_log.take_suppressed("live feed"))
 
-    def _reject(self, msg: Received, reason: str) -> None:
-        """Keep the message (or its first bytes) with the reason in the rejected files."""
+    def _reject(self, msg: Received, reason: str, *, payload: bytes | None = None,
+                batch: dict[str, Any] | None = None) -> None:
+        """Keep the message (or its first bytes) with the reason in the rejected files; ``payload``
+        and ``batch``: one event of a batch instead, and where in which batch it was."""
         self.counters["rejected"] += 1
+        size, sha256 = (msg.size, msg.sha256) if payload is None else (len(payload), hashlib.sha256(payload).hexdigest())
         key = reason.split(":", 1)[0][:60]
         if self._reject_log.allow(key):
             log.warning("ingest rejected topic=%s bytes=%d sha256=%s reason=%r rejected_total=%d "
-                        "suppressed_since_last=%d", msg.topic[:200], msg.size, msg.sha256, reason[:300],
+                        "suppressed_since_last=%d", msg.topic[:200], size, sha256, reason[:300],
                         self.counters["rejected"], self._reject_log.take_suppressed(key))
-        sample = msg.payload[:self.settings.ingest.rejected_keep_bytes]
+        sample = (msg.payload if payload is None else payload)[:self.settings.ingest.rejected_keep_bytes]
         record: dict[str, Any] = {"topic": msg.topic, "reason": reason, "ingestTime": msg.received_ms,
-                                  "bytes": msg.size, "sha256": msg.sha256, "truncated": len(sample) < msg.size}
+                                  "bytes": size, "sha256": sha256, "truncated": len(sample) < size}
+        if batch is not None:
+            record["batch"] = batch
         try:
             record["payload"] = sample.decode("utf-8")
         except UnicodeDecodeError:
             record["payloadBase64"] = base64.b64encode(sample).decode("ascii")
         self.rejected.append(record, msg.received_ms)
+
+
+def _checked(event: dict[str, Any], gateway: str, topic: str) -> dict[str, Any]:
+    """``event``, if it is the gateway's whose topic it came on."""
+    if event["gateway"] != gateway:
+        raise EventError(f"event for gateway {event['gateway']!r} published on {topic}")
+    return event
 
 
 def _payload_failpoint() -> bytes | None:

@@ -22,9 +22,9 @@ from typing import Any, Callable
 
 from edgewave.shared import topics
 from edgewave.shared.configdoc import ConfigRejected, load_config_document, sign_envelope
+from edgewave.shared.mqtt_client import new_client
 
 from .database import open_database, transaction
-from .ingest import mqtt_client
 from .registry import (PUSH_TIMEOUT, AckError, ensure_registry_schema, parse_ack, record_ack, reserve_version,
                        resolve_push)
 from .settings import CloudSettings, SettingsError
@@ -114,7 +114,7 @@ class AckWaiter:
         self.acks: queue.Queue[tuple[str, dict[str, Any] | None, str]] = queue.Queue()
         self.subscribed: queue.Queue[int] = queue.Queue()
         self.connected: queue.Queue[Any] = queue.Queue()
-        self.client = mqtt_client(settings.broker, f"edgewave-cloud-push-{uuid.uuid4().hex[:12]}")
+        self.client = new_client(settings.broker, f"edgewave-cloud-push-{uuid.uuid4().hex[:12]}")
         self.client.on_connect = lambda c, u, f, rc, p: self.connected.put(rc)
         self.client.on_subscribe = lambda c, u, mid, rcs, p: self.subscribed.put(mid)
         self.client.on_message = self._on_message

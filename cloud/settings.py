@@ -2,38 +2,25 @@
 
 Every option is documented in configs/cloud.yaml and docs/cloud.md. Relative
 paths are taken relative to the directory the command runs in. Unknown keys
-are an error, so a typo does not silently fall back to a default.
+and wrong types are a ``SettingsError`` naming the file and the key
+(``edgewave.shared.settings``), so a typo does not silently fall back to a
+default. ``broker`` has the shape every tier shares (``edgewave.shared.broker``).
 """
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from edgewave.shared.broker import BrokerSettings, TlsSettings
 from edgewave.shared.events import EventLimits
+from edgewave.shared.settings import SettingsError, bind, load_yaml, setting
 
-
-class SettingsError(ValueError):
-    """cloud.yaml says something that cannot work; the message names the key."""
-
-
-@dataclass
-class BrokerSettings:
-    """The cloud MQTT broker every gateway forwards to."""
-
-    host: str = "127.0.0.1"
-    port: int = 1883
-    username: str | None = None
-    password: str | None = None
-    password_file: str | None = None   # or read the password from this file (mode 0600; wins over password)
-    tls_ca: str | None = None
-    tls_cert: str | None = None
-    tls_key: str | None = None
-    keepalive_s: int = 30
+__all__ = ["BrokerSettings", "CloudSettings", "DashboardSettings", "FleetSettings", "GatewaySettings",
+           "IngestSettings", "LiveFeedSettings", "PushSettings", "SettingsError", "SparkSettings", "TlsSettings",
+           "load_settings"]
 
 
 @dataclass
@@ -41,17 +28,17 @@ class IngestSettings:
     """How ingest takes events off the broker and into the landing zone."""
 
     client_id: str = "edgewave-cloud-ingest"
-    workers: int = 1                   # ingest processes `run` starts; each takes a share of the events
+    workers: int = setting(1, minimum=1, maximum=64)   # ingest processes `run` starts; each takes a share of the events
     share_group: str = "edgewave-ingest"   # the MQTT 5 shared-subscription group the workers form
     retire_idle_s: float = 5.0         # a worker taken out of service ends its session after this long idle
     session_expiry_s: int = 7 * 24 * 3600
     receive_maximum: int = 1000
     commit_max_messages: int = 500
     commit_interval_ms: int = 50
-    roll_bytes: int = 16 * 1024 * 1024
+    roll_bytes: int = setting(16 * 1024 * 1024, minimum=1024)
     roll_seconds: float = 2.0
     limits: EventLimits = field(default_factory=EventLimits)
-    rejected_keep_bytes: int = 64 * 1024
+    rejected_keep_bytes: int = setting(64 * 1024, minimum=0)
 
 
 @dataclass
@@ -77,7 +64,7 @@ class LiveFeedSettings:
     """The newest events, written by ingest as it lands them, for the dashboard's live view."""
 
     path: str | None = None        # default: live.db beside the database
-    max_rows: int = 10_000
+    max_rows: int = setting(10_000, minimum=1)
 
 
 @dataclass
@@ -239,70 +226,29 @@ class CloudSettings:
         raise SettingsError(f"gateways.{gateway} has none of key, key_file, key_env")
 
 
-def _build(cls: type, data: Any, where: str) -> Any:
-    if data is None:
-        return cls()
-    if not isinstance(data, dict):
-        raise SettingsError(f"{where or 'cloud.yaml'} must be a mapping, got {type(data).__name__}")
-    known = {f.name: f for f in fields(cls)}
-    unknown = sorted(set(data) - set(known))
-    if unknown:
-        raise SettingsError(f"unknown key(s) in {where or 'cloud.yaml'}: {', '.join(unknown)} "
-                            f"(known: {', '.join(sorted(known))})")
-    kwargs: dict[str, Any] = {}
-    for name, value in data.items():
-        default = known[name].default_factory() if callable(known[name].default_factory) else known[name].default  # type: ignore[misc]
-        path = f"{where}.{name}" if where else name
-        if is_dataclass(default):
-            kwargs[name] = _build(type(default), value, path)
-        elif name == "gateways":
-            if not isinstance(value, dict):
-                raise SettingsError("gateways must map gateway ids to {key: ...}")
-            kwargs[name] = {str(gw): _build(GatewaySettings, entry, f"gateways.{gw}") for gw, entry in value.items()}
-        elif name == "conf":
-            if not isinstance(value, dict):
-                raise SettingsError(f"{path} must map Spark conf keys to values")
-            kwargs[name] = {str(k): str(v) for k, v in value.items()}
-        elif value is None or default is None or isinstance(value, type(default)) or (
-                isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool)):
-            kwargs[name] = value
-        else:
-            raise SettingsError(f"{path} must be a {type(default).__name__}, got {value!r}")
-    return cls(**kwargs)
-
-
 def load_settings(path: str | Path | None, *, read_secrets: bool = True) -> CloudSettings:
     """Read cloud.yaml; ``None`` gives the defaults. ``read_secrets=False`` leaves
     ``broker.password_file`` unread (broker-init creates it)."""
     if path is None:
         return CloudSettings()
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except FileNotFoundError as exc:
-        raise SettingsError(f"config file not found: {path}") from exc
-    except yaml.YAMLError as exc:
-        raise SettingsError(f"{path} is not valid YAML: {exc}") from exc
-    settings = _build(CloudSettings, data, "")
+    return load_yaml(path, lambda data: _checked(bind(CloudSettings, data), read_secrets))
+
+
+def _checked(settings: CloudSettings, read_secrets: bool) -> CloudSettings:
+    """What one key alone cannot say: limits that depend on each other, secrets that must be readable."""
     if settings.broker.password_file and read_secrets:
         try:
-            settings.broker.password = Path(settings.broker.password_file).read_text().strip()
+            settings.broker.password = settings.broker.secret()
         except OSError as exc:
-            raise SettingsError(f"broker.password_file: cannot read {settings.broker.password_file}: {exc}") from exc
+            raise SettingsError(f"cannot read {settings.broker.password_file}: {exc}", key="broker.password_file") \
+                from exc
     if settings.spark.trigger_seconds <= 0:
         raise SettingsError("spark.trigger_seconds must be positive")
-    if settings.ingest.roll_bytes < 1024:
-        raise SettingsError("ingest.roll_bytes must be at least 1024")
     limits = settings.ingest.limits
     if min(getattr(limits, f.name) for f in fields(limits)) < 1:
         raise SettingsError("ingest.limits: every limit must be at least 1")
     if limits.max_depth < 4:
         raise SettingsError("ingest.limits.max_depth must be at least 4: an event nests 4 deep (entailed axioms)")
-    if not 1 <= settings.ingest.workers <= 64:
-        raise SettingsError("ingest.workers must be between 1 and 64")
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", settings.ingest.share_group):
         raise SettingsError("ingest.share_group: letters, digits, '_', '.', '-' only (no '/', '+', '#')")
-    if settings.live_feed.max_rows < 1:
-        raise SettingsError("live_feed.max_rows must be at least 1")
-    if settings.ingest.rejected_keep_bytes < 0:
-        raise SettingsError("ingest.rejected_keep_bytes must not be negative")
     return settings

@@ -2,8 +2,9 @@
 
     edgewave-sim run    --config configs/sim.yaml [--scenario S.yaml] [--broker host:port]
                         [--speed 1|10|max] [--duration S] [--gateway gw1] [--gateways N] [--rate R]
+                        [--username U --password-file F] [--tls-ca CA --tls-cert C --tls-key K]
     edgewave-sim record --config configs/sim.yaml [--scenario S.yaml] --out run.tsv [--truth truth.jsonl]
-    edgewave-sim replay run.tsv [--speed 1|10|max] [--broker host:port | --stdout]
+    edgewave-sim replay run.tsv [--speed 1|10|max] [--broker host:port | --stdout] [credentials, TLS as run]
     edgewave-sim static --config configs/sim.yaml [--gateway gw1] [--out site.nt]
     edgewave-sim import uci-occupancy datatest.txt --out occupancy.tsv [--static occ.nt] [--limit N]
 
@@ -13,6 +14,7 @@ arguments or configuration.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import signal
@@ -25,7 +27,7 @@ from edgewave.shared.log_format import setup_logging
 from edgewave.shared.ntriples import serialize
 
 from .clock import Pacer, parse_speed
-from .config import BrokerSettings, SimConfigError, load_config
+from .config import SensorBrokerSettings, SettingsError, TlsSettings, load_config
 from .datasets import DATASETS, ConversionStats, DatasetError, convert, static_triples
 from .fleet import Message, build_sites
 from .publisher import MqttSink, SinkError, StdoutSink
@@ -74,8 +76,6 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", parents=[common], help="publish simulated observations to MQTT (or stdout) in sim time")
     fleet_options(run)
     run.add_argument("--broker", type=_broker_arg, help="host:port for every gateway (default: config)")
-    run.add_argument("--username", help="broker user for every gateway (a gateway bundle's: sensors)")
-    run.add_argument("--password-file", help="file holding that user's password (keeps it off the command line)")
     run.add_argument("--speed", type=_speed_arg, default=1.0, help="1 = real time, 10 = ten times faster, max")
     run.add_argument("--stdout", action="store_true", help="write the stream to stdout instead of MQTT")
     run.add_argument("--forever", action="store_true", help="ignore durations: run until stopped")
@@ -95,6 +95,11 @@ def _parser() -> argparse.ArgumentParser:
                         help="topic for files without message headers")
     replay.add_argument("--loop", type=int, default=1, help="replay this many times (0 = forever)")
     for p in (run, replay):
+        p.add_argument("--username", help="broker user (run: for every gateway; a gateway bundle's: sensors)")
+        p.add_argument("--password-file", help="file holding that user's password (keeps it off the command line)")
+        p.add_argument("--tls-ca", help="CA certificate (PEM) the broker's certificate is verified with; turns TLS on")
+        p.add_argument("--tls-cert", help="client certificate (PEM), for brokers that require one")
+        p.add_argument("--tls-key", help="the client certificate's private key (PEM)")
         p.add_argument("--realtime", action="store_true",
                        help="real-time scheduling (SCHED_FIFO) for ms-exact pacing on a busy machine; "
                             "needs root or CAP_SYS_NICE, ignored at --speed max")
@@ -171,21 +176,26 @@ def _install_sigterm() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
+def _broker_options(args: argparse.Namespace, broker: SensorBrokerSettings) -> SensorBrokerSettings:
+    """``broker`` with what the command line says about it (address, credentials, TLS) instead."""
+    changes: dict[str, object] = {}
+    if args.broker:
+        changes["host"], changes["port"] = args.broker
+    if args.username:
+        changes.update(username=args.username, password=None, password_file=args.password_file)
+    if args.tls_ca or args.tls_cert or args.tls_key:
+        tls = broker.tls
+        changes["tls"] = TlsSettings(ca=args.tls_ca or tls.ca, cert=args.tls_cert or tls.cert,
+                                     key=args.tls_key or tls.key, insecure=tls.insecure)
+    return dataclasses.replace(broker, **changes)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     sim = _simulation(args, keep_readings=bool(args.truth))
     if args.stdout:
         sink = StdoutSink()
     else:
-        if args.broker:
-            host, port = args.broker
-            brokers = {gw.id: BrokerSettings(**{**sim.config.gateway(gw.id).broker.__dict__, "host": host, "port": port})
-                       for gw in sim.config.gateways}
-        else:
-            brokers = {gw.id: gw.broker for gw in sim.config.gateways}
-        if args.username:
-            password = Path(args.password_file).read_text().strip() if args.password_file else None
-            brokers = {gw: BrokerSettings(**{**b.__dict__, "username": args.username, "password": password})
-                       for gw, b in brokers.items()}
+        brokers = {gw.id: _broker_options(args, gw.broker) for gw in sim.config.gateways}
         sink = MqttSink(brokers, paced=args.speed is not None)
     sensors = sum(len(site.sensors) for site in sim.sites)
     log.info("run_start gateways=%d sensors=%d duration_s=%s speed=%s scenario=%s", len(sim.sites), sensors,
@@ -212,7 +222,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_record(args: argparse.Namespace) -> int:
     sim = _simulation(args, keep_readings=bool(args.truth))
     if sim.duration_s is None:
-        raise SimConfigError("record needs a duration (--duration, the scenario's or the config's duration_s)")
+        raise SettingsError("record needs a duration (--duration, the scenario's or the config's duration_s)")
     began = time.monotonic()
     out = _open_out(args.out)
     try:
@@ -235,9 +245,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         log.error("replay_failed reason=no_such_file file=%s", args.file)
         return 2
     if args.broker:
-        host, port = args.broker
-        sink = MqttSink({"*": BrokerSettings(host=host, port=port, qos=args.qos, client_id_prefix="edgewave-replay")},
-                        paced=args.speed is not None)
+        broker = _broker_options(args, SensorBrokerSettings(qos=args.qos, client_id_prefix="edgewave-replay"))
+        sink = MqttSink({"*": broker}, paced=args.speed is not None)
     else:
         sink = StdoutSink()
     _install_sigterm()
@@ -311,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.log_level)
     try:
         return COMMANDS[args.command](args)
-    except (SimConfigError, ScenarioError, AmbiguousScenario, DatasetError) as exc:
+    except (SettingsError, ScenarioError, AmbiguousScenario, DatasetError) as exc:
         log.error("%s_failed reason=%r", args.command, str(exc))
         print(f"edgewave-sim {args.command}: {exc}", file=sys.stderr)
         return 2

@@ -1,7 +1,9 @@
 """`configs/sim.yaml`: the simulated fleet, with working defaults for every option.
 
 Every option is documented in configs/sim.yaml itself and in docs/sim.md. A bad file
-raises ``SimConfigError`` naming the option, so an operator knows what to fix.
+raises ``SettingsError`` naming the file and the option, so an operator knows what to fix.
+A gateway's broker has the shape every tier shares (``edgewave.shared.broker``: address,
+credentials, TLS) plus the sensors' QoS and client id prefix.
 """
 from __future__ import annotations
 
@@ -11,14 +13,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import yaml
+from edgewave.shared.broker import BrokerSettings, TlsSettings
+from edgewave.shared.settings import SettingsError, bind, check_keys, read_yaml, setting
 
 from .sensors import KINDS
 
+__all__ = ["GatewaySettings", "SensorBrokerSettings", "SettingsError", "SimConfig", "SimConfigError", "TlsSettings",
+           "load_config", "parse_start"]
 
-class SimConfigError(ValueError):
-    """A configuration the simulator cannot run: which option and why."""
-
+# The name the simulator's tests and callers have used for SettingsError.
+SimConfigError = SettingsError
 
 DEFAULT_SITE: dict[str, Any] = {
     "rooms": 7,
@@ -43,30 +47,17 @@ DEFAULT_SITE: dict[str, Any] = {
     "friends": [["alice", "bob"]],
 }
 
-DEFAULT_BROKER: dict[str, Any] = {
-    "host": "127.0.0.1",
-    "port": 1883,
-    "qos": 0,
-    "username": None,
-    "password": None,
-    "keepalive_s": 30,
-    "client_id_prefix": "edgewave-sim",
-}
 
+@dataclass
+class SensorBrokerSettings(BrokerSettings):
+    """A gateway's local broker as its sensors reach it: client id ``<client_id_prefix>-<gateway>``."""
 
-@dataclass(frozen=True)
-class BrokerSettings:
-    host: str = "127.0.0.1"
-    port: int = 1883
-    qos: int = 0
-    username: str | None = None
-    password: str | None = None
-    keepalive_s: int = 30
+    qos: int = setting(0, choices=(0, 1, 2))   # sensor firmware publishes fire-and-forget
     client_id_prefix: str = "edgewave-sim"
 
-    @property
-    def address(self) -> tuple[str, int]:
-        return (self.host, self.port)
+    def client_id(self, name: str) -> str:
+        """The MQTT client id of the connection for gateway ``name``."""
+        return f"{self.client_id_prefix}-{name}"
 
 
 @dataclass(frozen=True)
@@ -76,7 +67,7 @@ class GatewaySettings:
     id: str
     index: int
     site: dict[str, Any]
-    broker: BrokerSettings
+    broker: SensorBrokerSettings
 
 
 @dataclass(frozen=True)
@@ -87,7 +78,7 @@ class SimConfig:
     rate_per_sensor: float | None
     periods: dict[str, float]
     gateways: tuple[GatewaySettings, ...]
-    broker: BrokerSettings
+    broker: SensorBrokerSettings
     source: str = "<defaults>"
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -95,8 +86,8 @@ class SimConfig:
         for gw in self.gateways:
             if gw.id == gateway_id:
                 return gw
-        raise SimConfigError(f"gateway {gateway_id!r} is not in {self.source} (has: "
-                             f"{', '.join(g.id for g in self.gateways)})")
+        raise SettingsError(f"gateway {gateway_id!r} is not in {self.source} (has: "
+                            f"{', '.join(g.id for g in self.gateways)})")
 
 
 def parse_start(value: Any) -> int:
@@ -107,96 +98,76 @@ def parse_start(value: Any) -> int:
         try:
             moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
         except ValueError:
-            raise SimConfigError(f"start: {value!r} is not an ISO-8601 instant like 2026-01-05T08:00:00Z") from None
+            raise SettingsError(f"start: {value!r} is not an ISO-8601 instant like 2026-01-05T08:00:00Z") from None
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=timezone.utc)
     return int(round(moment.timestamp() * 1000))
 
 
-def _broker(data: Any, base: dict[str, Any], where: str) -> BrokerSettings:
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise SimConfigError(f"{where}: expected a mapping (host, port, qos, ...)")
-    unknown = set(data) - set(DEFAULT_BROKER)
-    if unknown:
-        raise SimConfigError(f"{where}: unknown option(s) {sorted(unknown)}")
-    merged = {**base, **data}
-    if merged["qos"] not in (0, 1, 2):
-        raise SimConfigError(f"{where}.qos: must be 0, 1 or 2")
-    try:
-        merged["port"] = int(merged["port"])
-    except (TypeError, ValueError):
-        raise SimConfigError(f"{where}.port: not a port number: {merged['port']!r}") from None
-    return BrokerSettings(**merged)
-
-
 def _site(template: dict[str, Any], overrides: dict[str, Any], where: str) -> dict[str, Any]:
-    unknown = set(overrides) - set(DEFAULT_SITE)
-    if unknown:
-        raise SimConfigError(f"{where}: unknown site option(s) {sorted(unknown)}; known: {sorted(DEFAULT_SITE)}")
+    check_keys(overrides, DEFAULT_SITE, where)
     site = copy.deepcopy(template)
     site.update(copy.deepcopy(overrides))
     for name in site["room_sensors"]:
         if name not in KINDS or KINDS[name].stream != "building":
-            raise SimConfigError(f"{where}.room_sensors: {name!r} is not a room sensor kind")
+            raise SettingsError(f"{where}.room_sensors: {name!r} is not a room sensor kind")
     if not isinstance(site["rooms"], int) or site["rooms"] < 1:
-        raise SimConfigError(f"{where}.rooms: must be a positive integer")
+        raise SettingsError(f"{where}.rooms: must be a positive integer")
     for patient in site["patients"]:
         if "name" not in patient:
-            raise SimConfigError(f"{where}.patients: every patient needs a name")
+            raise SettingsError(f"{where}.patients: every patient needs a name")
         if patient.get("vendor", "sosa") not in ("sosa", "medisense"):
-            raise SimConfigError(f"{where}.patients[{patient['name']}].vendor: wearables speak 'sosa' or 'medisense'")
+            raise SettingsError(f"{where}.patients[{patient['name']}].vendor: wearables speak 'sosa' or 'medisense'")
         for wearable in patient.get("wearables", []):
             if wearable not in KINDS or KINDS[wearable].stream != "health":
-                raise SimConfigError(f"{where}.patients[{patient['name']}]: {wearable!r} is not a wearable kind")
+                raise SettingsError(f"{where}.patients[{patient['name']}]: {wearable!r} is not a wearable kind")
     names = [p["name"] for p in site["people"]] + [p["name"] for p in site["patients"]]
     if len(set(names)) != len(names):
-        raise SimConfigError(f"{where}: patient and people names must be unique")
+        raise SettingsError(f"{where}: patient and people names must be unique")
     people = {p["name"] for p in site["people"]}
     for pair in site["friends"]:
         if len(pair) != 2 or not set(pair) <= people:
-            raise SimConfigError(f"{where}.friends: {pair!r} must name two of the people {sorted(people)}")
+            raise SettingsError(f"{where}.friends: {pair!r} must name two of the people {sorted(people)}")
     return site
+
+
+KNOWN_KEYS = ("seed", "start", "duration_s", "rate_per_sensor", "sensors", "broker", "site", "gateways")
 
 
 def load_config(path: str | Path | None = None, *, gateways: int | None = None,
                 rate: float | None = None, seed: int | None = None) -> SimConfig:
     """Read a sim config (None: the built-in defaults); the flags override the file."""
-    raw: dict[str, Any] = {}
-    source = "<defaults>"
-    if path is not None:
-        source = str(path)
-        try:
-            raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-        except OSError as exc:
-            raise SimConfigError(f"cannot read {path}: {exc.strerror}") from None
-        except yaml.YAMLError as exc:
-            raise SimConfigError(f"{path} is not valid YAML: {exc}") from None
-        if not isinstance(raw, dict):
-            raise SimConfigError(f"{path}: expected a mapping at the top level")
-    known = {"seed", "start", "duration_s", "rate_per_sensor", "sensors", "broker", "site", "gateways"}
-    unknown = set(raw) - known
-    if unknown:
-        raise SimConfigError(f"{source}: unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
+    if path is None:
+        return _config({}, "<defaults>", gateways, rate, seed)
+    raw = read_yaml(path) or {}
+    try:
+        return _config(raw, str(path), gateways, rate, seed)
+    except SettingsError as exc:
+        raise exc.in_file(path) from None
+
+
+def _config(raw: Any, source: str, gateways: int | None, rate: float | None, seed: int | None) -> SimConfig:
+    if not isinstance(raw, dict):
+        raise SettingsError("expected a mapping at the top level")
+    check_keys(raw, KNOWN_KEYS)
 
     periods = {name: kind.period_s for name, kind in KINDS.items()}
     for name, opts in (raw.get("sensors") or {}).items():
         if name not in KINDS:
-            raise SimConfigError(f"sensors.{name}: unknown sensor kind; known: {sorted(KINDS)}")
+            raise SettingsError(f"sensors.{name}: unknown sensor kind; known: {sorted(KINDS)}")
         period = (opts or {}).get("period_s")
         if period is not None:
             if float(period) <= 0:
-                raise SimConfigError(f"sensors.{name}.period_s: must be > 0")
+                raise SettingsError(f"sensors.{name}.period_s: must be > 0")
             periods[name] = float(period)
 
-    broker = _broker(raw.get("broker"), DEFAULT_BROKER, "broker")
+    broker = bind(SensorBrokerSettings, raw.get("broker"), key="broker")
     template = _site(DEFAULT_SITE, raw.get("site") or {}, "site")
 
     entries = raw.get("gateways") or [{"id": "gw1", "armed": True}, {"id": "gw2", "armed": False}]
     if gateways is not None:
         if gateways < 1:
-            raise SimConfigError("--gateways: must be at least 1")
+            raise SettingsError("--gateways: must be at least 1")
         # Load tests: gw1..gwN from the template; the file's entries keep their overrides.
         by_id = {str(e.get("id")): e for e in entries}
         entries = [by_id.get(f"gw{i}", {"id": f"gw{i}", "armed": i % 2 == 1}) for i in range(1, gateways + 1)]
@@ -206,15 +177,15 @@ def load_config(path: str | Path | None = None, *, gateways: int | None = None,
         entry = dict(entry)
         gw_id = str(entry.pop("id", "") or "")
         if not gw_id or any(c in gw_id for c in "/+#- ") or gw_id in seen:
-            raise SimConfigError(f"gateways[{index}].id: {gw_id!r} must be unique, non-empty, without / + # - or spaces")
+            raise SettingsError(f"gateways[{index}].id: {gw_id!r} must be unique, non-empty, without / + # - or spaces")
         seen.add(gw_id)
-        gw_broker = _broker(entry.pop("broker", None), {**DEFAULT_BROKER, **broker.__dict__}, f"gateways[{gw_id}].broker")
+        gw_broker = bind(SensorBrokerSettings, entry.pop("broker", None), key=f"gateways[{gw_id}].broker", base=broker)
         site = _site(template, entry, f"gateways[{gw_id}]")
         built.append(GatewaySettings(gw_id, index, site, gw_broker))
 
     rate_value = rate if rate is not None else raw.get("rate_per_sensor")
     if rate_value is not None and float(rate_value) <= 0:
-        raise SimConfigError("rate_per_sensor: must be > 0 (messages per sensor per second)")
+        raise SettingsError("rate_per_sensor: must be > 0 (messages per sensor per second)")
     duration = raw.get("duration_s", 600)
     return SimConfig(
         seed=int(seed if seed is not None else raw.get("seed", 42)),

@@ -15,7 +15,9 @@ from typing import IO
 
 import paho.mqtt.client as mqtt
 
-from .config import BrokerSettings
+from edgewave.shared.mqtt_client import MQTT_V311, new_client
+
+from .config import SensorBrokerSettings
 from .fleet import Message
 from .recording import header
 
@@ -60,21 +62,17 @@ class _Connection:
     message). ``service`` reads acknowledgements, sends keepalives and reconnects.
     """
 
-    def __init__(self, name: str, broker: BrokerSettings, connect_timeout_s: float, nodelay: bool = True) -> None:
+    def __init__(self, name: str, broker: SensorBrokerSettings, connect_timeout_s: float,
+                 nodelay: bool = True) -> None:
         self.name = name
         self.nodelay = nodelay
         self.broker = broker
         self.connected = False
         self.closing = False
-        self.client = mqtt.Client(
-            mqtt.CallbackAPIVersion.VERSION2,
-            client_id=f"{broker.client_id_prefix}-{name}",
-            protocol=mqtt.MQTTv311,
-        )
-        if broker.username:
-            self.client.username_pw_set(broker.username, broker.password)
-        self.client.max_queued_messages_set(0)
-        self.client.max_inflight_messages_set(1000)
+        try:
+            self.client = new_client(broker, broker.client_id(name), protocol=MQTT_V311, max_inflight=1000)
+        except OSError as exc:     # the password file, or TLS files that cannot be read
+            raise SinkError(f"cannot set up the MQTT connection for {name}: {exc}") from None
         self.client.on_socket_open = self._on_socket_open
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
@@ -145,7 +143,7 @@ class MqttSink:
 
     SERVICE_EVERY = 200  # at full speed, run the network loops every this many messages
 
-    def __init__(self, brokers: dict[str, BrokerSettings], *, connect_timeout_s: float = 10.0,
+    def __init__(self, brokers: dict[str, SensorBrokerSettings], *, connect_timeout_s: float = 10.0,
                  paced: bool = True) -> None:
         self.brokers = brokers
         self.paced = paced

@@ -5,7 +5,7 @@ import time
 
 from agent_harness import CloudWatcher, wait_for
 
-from edgewave.agent.config import BrokerSettings, ReconnectSettings
+from edgewave.agent.config import ReconnectSettings, SessionBrokerSettings
 from edgewave.agent.mqtt_link import Backoff, MqttLink
 from edgewave.agent.outbox import Outbox
 from edgewave.agent.uplink import Uplink
@@ -18,7 +18,7 @@ def event(n: int) -> dict:
 
 def make_uplink(tmp_path, broker, **kw):
     outbox = Outbox(tmp_path / "outbox.db", max_bytes=10_000_000, max_age_s=3600)
-    link = MqttLink("cloud", BrokerSettings(host=broker.host, port=broker.port), ReconnectSettings(0.1, 0.5),
+    link = MqttLink("cloud", SessionBrokerSettings(host=broker.host, port=broker.port), ReconnectSettings(0.1, 0.5),
                     client_id="uplink-test", persistent=True, max_inflight=kw.get("max_inflight", 10))
     uplink = Uplink(outbox, link, "ew/gw1/events", max_inflight=kw.get("max_inflight", 10),
                     max_rate_per_s=kw.get("max_rate_per_s", 1000), resend_after_s=kw.get("resend_after_s", 2))

@@ -1,0 +1,59 @@
+"""The paho-mqtt client every edgewave tier connects with, configured from ``BrokerSettings``.
+
+One place decides how a broker's settings become a paho 2.x client (callback API v2, the
+MQTT protocol version, credentials, TLS with the broker's certificate and host name
+verified, a Last Will, reconnect delays), so the agent, the cloud and the simulator
+connect alike and a TLS or credential option works the same in each. The caller sets
+its callbacks and runs the network loop its own way. Needs paho-mqtt (every tier that
+talks MQTT installs it; the rest of ``edgewave.shared`` does not).
+"""
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+
+from edgewave.shared.broker import BrokerSettings, ReconnectSettings
+
+MQTT_V5 = mqtt.MQTTv5
+MQTT_V311 = mqtt.MQTTv311
+
+
+@dataclass(frozen=True)
+class Will:
+    """The Last Will the broker publishes when the connection drops without a DISCONNECT."""
+
+    topic: str
+    payload: bytes
+    qos: int = 1
+    retain: bool = True
+
+
+def new_client(broker: BrokerSettings, client_id: str, *, protocol: int = MQTT_V5, manual_ack: bool = False,
+               will: Will | None = None, reconnect: ReconnectSettings | None = None,
+               max_inflight: int | None = None) -> mqtt.Client:
+    """A paho client for ``broker``, not yet connected.
+
+    ``manual_ack``: QoS 1/2 messages are acknowledged only when the application calls
+    ``client.ack`` (after it has made them durable). ``reconnect``: the delays of paho's own
+    reconnects (``loop_start``/``loop_forever``). ``max_inflight``: QoS 1/2 messages sent and not yet
+    acknowledged, at most. Raises OSError when ``broker.password_file`` cannot be read."""
+    client = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, client_id=client_id,
+                         protocol=protocol, manual_ack=manual_ack)
+    if broker.username:
+        client.username_pw_set(broker.username, broker.secret())
+    tls = broker.tls
+    if tls.enabled:
+        client.tls_set(ca_certs=tls.ca, certfile=tls.cert, keyfile=tls.key, cert_reqs=ssl.CERT_REQUIRED,
+                       tls_version=ssl.PROTOCOL_TLS_CLIENT)
+        if tls.insecure:
+            client.tls_insecure_set(True)
+    if will is not None:
+        client.will_set(will.topic, will.payload, qos=will.qos, retain=will.retain)
+    if reconnect is not None:
+        client.reconnect_delay_set(min_delay=reconnect.min_delay_s, max_delay=reconnect.max_delay_s)
+    if max_inflight is not None:
+        client.max_inflight_messages_set(max_inflight)
+    return client
