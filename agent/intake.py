@@ -1,6 +1,6 @@
 """Sensor input: from an MQTT message to the triples of one event, or a counted rejection.
 
-A message on ``ew/in/<stream>/<sensor>`` is one event (DESIGN.md): one or more
+A message on ``ew/in/<stream>/<sensor>`` is one event (docs/ARCHITECTURE.md): one or more
 N-Triples lines. It is accepted whole or not at all — feeding half an event to the
 engine could complete a pattern the sensor never reported. Rejections are counted by
 reason and logged at most once per sensor per minute (the line says how many were

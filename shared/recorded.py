@@ -1,6 +1,6 @@
 """Recorded streams: timestamped N-Triples(-star), for replay, tests and benchmarks.
 
-One statement per line, ``<milliseconds>\\t<N-Triples statement>`` (DESIGN.md), for example::
+One statement per line, ``<milliseconds>\\t<N-Triples statement>`` (docs/ARCHITECTURE.md), for example::
 
     1700000000000\t<http://ex.org/s1> <http://ex.org/temp> "21.5"^^<http://www.w3.org/2001/XMLSchema#decimal> .
 

@@ -1,4 +1,4 @@
-"""MQTT topic names of DESIGN.md, as functions, so no component spells a topic by hand."""
+"""MQTT topic names (docs/ARCHITECTURE.md, "MQTT topics"), as functions, so no component spells a topic by hand."""
 from __future__ import annotations
 
 SENSOR_PREFIX = "ew/in"
@@ -11,7 +11,7 @@ ALL_CONFIG_ACKS = "ew/+/config/ack"
 
 
 class TopicError(ValueError):
-    """A topic that does not have the shape DESIGN.md gives it."""
+    """A topic that does not have the shape docs/ARCHITECTURE.md gives it."""
 
 
 def _check_segment(kind: str, value: str) -> str:

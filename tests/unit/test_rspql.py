@@ -16,7 +16,7 @@ def ex(local: str) -> str:
     return f"<{EX}{local}>"
 
 
-# ----------------------------------------------------------------------------- the DESIGN.md form
+# ------------------------------------------------------------ the form of README.md's "Writing patterns"
 
 FIRE = """\
 PREFIX ex: <http://example.org/>

@@ -33,7 +33,7 @@ def test_same_seed_same_stream_other_seed_other_stream(tmp_path: Path) -> None:
     c = record(tmp_path, "c.tsv", "--duration", "120", "--seed", "7")
     assert a.read_bytes() == b.read_bytes()
     assert a.read_bytes() != c.read_bytes()
-    # A recording is a plain recorded stream (DESIGN.md): the shared reader takes it whole.
+    # A recording is a plain recorded stream (docs/ARCHITECTURE.md): the shared reader takes it whole.
     items = list(read_recorded(a.read_text().splitlines()))
     assert len(items) > 1000
     assert [ts for ts, _ in items] == sorted(ts for ts, _ in items)

@@ -1,4 +1,4 @@
-"""Topic names of DESIGN.md."""
+"""MQTT topic names (docs/ARCHITECTURE.md, "MQTT topics")."""
 from __future__ import annotations
 
 import pytest
