@@ -124,8 +124,8 @@ def compile_document(version: int, fmt: str, text: str, settings: AgentSettings,
 
 
 def build_engine(config: CompiledConfig | None, settings: AgentSettings,
-                 on_match: Callable[[Match], None]) -> Engine:
-    """A fresh engine running ``config`` (no patterns when None)."""
+                 on_match: Callable[[Match], None] | None = None) -> Engine:
+    """A fresh engine running ``config`` (no patterns when None); ``push`` returns its matches."""
     engine = Engine(schema=sorted(config.schema) if config else [], entailment=settings.engine.entailment,
                     on_match=on_match)
     if config:

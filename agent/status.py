@@ -4,15 +4,31 @@ The same snapshot goes to the retained ``ew/<gateway>/status`` message (every
 ``status.interval_s``, and at once on connect and on config changes) and to a small
 JSON state file in the data directory (every ``status.local_interval_s``), which
 ``edgewave-agent status`` prints. The Last Will is the same message with
-``state: offline``, so a gateway that vanishes shows as offline.
+``state: offline``, so a gateway that vanishes shows as offline. ``StatusReporter`` is
+the status thread's work: it reads the other parts' figures, never their locks.
 """
 from __future__ import annotations
 
 import json
+import logging
 import os
+import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
+
+from edgewave.shared import topics
+from edgewave.shared.log_limit import LogLimiter
+
+if TYPE_CHECKING:
+    from edgewave.agent.config import AgentSettings
+    from edgewave.agent.config_apply import ConfigApplier
+    from edgewave.agent.mqtt_link import MqttLink
+    from edgewave.agent.outbox_writer import OutboxWriter
+    from edgewave.agent.pipeline import Pipeline
+    from edgewave.agent.uplink import Uplink
+
+log = logging.getLogger("edgewave.agent")
 
 # Every counter, present (at 0) from the start so an operator sees what is counted. Each
 # rejection kind has its own: sensor messages by intake reason (agent/intake.py REASONS),
@@ -46,6 +62,33 @@ class Counters:
 
     def snapshot(self) -> dict[str, int]:
         return dict(self.values)
+
+
+class WorkErrors:
+    """Work items that raised past every check (an engine bug, say): counted as
+    ``handler_error`` and logged with the traceback, once per item kind and exception type
+    a minute (the next line says how many were suppressed), so bad input never becomes a
+    stream of tracebacks."""
+
+    COUNTER = "handler_error"
+
+    def __init__(self, counters: Counters, limiter: LogLimiter | None = None) -> None:
+        self.counters = counters
+        self.limiter = limiter or LogLimiter(max_lines=20)
+
+    def count(self, kind: str, exc: BaseException) -> None:
+        """Never raises: after a RecursionError little stack may be left, so the count is
+        made without a call and a log line that cannot be written is given up."""
+        try:
+            values = self.counters.values
+            values[self.COUNTER] = values.get(self.COUNTER, 0) + 1
+            key = f"{kind}:{type(exc).__name__}"
+            if self.limiter.allow(key):
+                log.error("engine event=error item=%s error=%r suppressed_since_last=%d action=skipped",
+                          kind, f"{type(exc).__name__}: {str(exc)[:200]}", self.limiter.suppressed.pop(key, 0),
+                          exc_info=exc)
+        except Exception:
+            pass
 
 
 def status_document(gateway: str, state: str, *, config_version: int | None = None,
@@ -113,3 +156,110 @@ def format_status(doc: dict[str, Any], now_ms: int | None = None) -> str:
     rows += [(f"outbox.{name}", value) for name, value in sorted((doc.get("outbox") or {}).items())]
     lines = [f"{name:<22}{value}" for name, value in rows]
     return "\n".join(lines)
+
+
+class StatusReporter:
+    """Composes the status document from every part's figures, publishes it and writes the state file."""
+
+    def __init__(self, settings: AgentSettings, counters: Counters, *, pipeline: Pipeline,
+                 writer: OutboxWriter) -> None:
+        self.settings = settings
+        self.gateway = settings.gateway
+        self.counters = counters
+        self.started_ms = int(time.time() * 1000)
+        self.pipeline = pipeline
+        self.writer = writer
+        self.configs: ConfigApplier | None = None
+        self.uplink: Uplink | None = None      # from start-up on
+        self.cloud: MqttLink | None = None
+        self.state_path = settings.data_path(settings.status.state_file)
+        self._now = threading.Event()
+        self._state_file_failing = False
+
+    def request(self) -> None:
+        """Publish at the next chance (a connect, a config change, a key rotation)."""
+        self._now.set()
+
+    def document(self, state: str = "online") -> dict[str, Any]:
+        """The current status document (counters of every part)."""
+        counters = self.counters.snapshot()
+        stats = self.pipeline.engine_counters
+        counters["entailed"] = int(stats.get("entailed", 0))
+        counters["engine_triples_in"] = int(stats.get("triples_in", 0))
+        if self.uplink is not None:
+            counters["forwarded"] = self.uplink.forwarded
+            counters["bytes_forwarded"] = self.uplink.bytes_forwarded
+            counters["inflight"] = self.uplink.inflight
+        outbox = None
+        writer = self.writer
+        if writer.outbox is not None:
+            ob = writer.outbox.stats()
+            outbox = {"depth": ob.depth, "bytes": ob.bytes, "oldestAgeMs": ob.oldest_age_ms,
+                      "dropped": ob.dropped, "droppedFull": ob.dropped_full,
+                      "droppedExpired": ob.dropped_expired, "refused": ob.refused,
+                      # events the disk refused, waiting in memory, and the sensor messages
+                      # left unacknowledged meanwhile (see outbox_writer.py)
+                      "unwritten": writer.unwritten, "unwrittenBytes": writer.unwritten_bytes,
+                      "acksHeld": writer.acks_held}
+            counters["dropped"] = (ob.dropped + counters.get("queue_full", 0)
+                                   + counters.get("outbox_unwritten_dropped", 0))
+        configs = self.configs
+        doc = status_document(self.gateway, state, config_version=configs.version if configs else None,
+                              counters=counters, outbox=outbox, started_ms=self.started_ms, pid=os.getpid())
+        key = configs.key_status() if configs else None
+        if key is not None:
+            doc["configKey"] = key
+        return doc
+
+    def run(self, stopping: threading.Event, housekeeping: Callable[[], None]) -> None:
+        """The status thread: ``housekeeping`` (the disk's) and the state file every
+        ``local_interval_s``; the status message every ``interval_s`` or when requested. A
+        disk that refuses writes must not silence the status message: that is where the
+        operator sees it (``outbox.unwritten``)."""
+        s = self.settings.status
+        next_publish = next_local = 0.0
+        while not stopping.is_set():
+            now = time.monotonic()
+            publish = self._now.is_set() or now >= next_publish
+            if publish or now >= next_local:
+                next_local = now + s.local_interval_s
+                try:
+                    housekeeping()
+                except Exception:
+                    log.exception("status event=error")
+                try:
+                    doc = self.document()
+                    self.save(doc)
+                    if publish and self.cloud is not None and self.cloud.connected.is_set():
+                        self._now.clear()
+                        # publish_soon: the network thread may be waiting for a lock held here
+                        self.cloud.publish_soon(topics.status_topic(self.gateway), encode_status(doc), qos=1,
+                                                retain=True)
+                        next_publish = now + s.interval_s
+                except Exception:
+                    log.exception("status event=error")
+            self._now.wait(timeout=max(0.05, min(next_local, next_publish) - time.monotonic()))
+
+    def say_offline(self) -> None:
+        """At a graceful stop: the final ``offline`` document, published and written."""
+        final = self.document(state="offline")
+        cloud = self.cloud
+        if cloud is not None and cloud.connected.is_set():
+            info = cloud.publish(topics.status_topic(self.gateway), encode_status(final), qos=1, retain=True)
+            try:
+                info.wait_for_publish(timeout=2.0)
+            except Exception:
+                pass
+        self.save(final)
+
+    def save(self, doc: dict[str, Any]) -> None:
+        """The state file for ``edgewave-agent status``; a disk that refuses it is logged once
+        per episode and holds up nothing else."""
+        try:
+            write_state_file(self.state_path, doc)
+        except OSError as exc:
+            if not self._state_file_failing:
+                log.error("status event=state_file_failed path=%s error=%r", self.state_path, str(exc))
+            self._state_file_failing = True
+        else:
+            self._state_file_failing = False

@@ -1,6 +1,6 @@
 """When the outbox's disk refuses a write (full, I/O error), the agent keeps the events in
 memory, in order, and holds the sensor messages' acknowledgements until the events are
-on disk (runtime.py, ``_store``). The disk is made full for real: SQLite's
+on disk (outbox_writer.py). The disk is made full for real: SQLite's
 ``max_page_count`` stops the outbox file from growing, and SQLite then fails each insert
 with SQLITE_FULL, as on a full SD card. The integration test does the same to a running
 agent through a file-size limit (tests/integration/test_agent_outage.py)."""
@@ -43,7 +43,7 @@ def sensor_message(agent: Agent, n: int, acked: list[int]) -> None:
 
 def retry(agent: Agent) -> None:
     with agent._engine_lock:       # as the status thread does
-        agent._write_unwritten()
+        agent._release_written(agent.writer.retry())
 
 
 def test_events_wait_in_order_and_acknowledgements_wait_until_the_disk_takes_them(tmp_path):

@@ -4,14 +4,25 @@ it is acknowledged only once handled, in arrival order (see runtime.py)."""
 from __future__ import annotations
 
 from edgewave.agent.config import settings_from_dict
+from edgewave.agent.pipeline import Handled
 from edgewave.agent.runtime import _CONFIG, _SENSOR, Agent
 
 
 def recording_agent(settings: dict | None = None) -> tuple[Agent, list]:
+    """An agent whose pipeline and config application only record what reaches them."""
     agent = Agent(settings_from_dict(settings or {}))
     handled: list = []
-    agent._handle_sensor = lambda topic, payload, arrival_ms: handled.append(payload)
-    agent._handle_config = lambda payload: handled.append(payload)
+
+    def handle(topic: str, payload: bytes, arrival_ms: int, ack=None) -> Handled:  # noqa: ANN001
+        handled.append(payload)
+        return Handled((), () if ack is None else (ack,), None)
+
+    def apply_pushed(payload: bytes) -> tuple:
+        handled.append(payload)
+        return ()
+
+    agent.pipeline.handle = handle
+    agent.configs.apply_pushed = apply_pushed
     return agent, handled
 
 
@@ -38,7 +49,7 @@ def test_a_message_behind_queued_work_waits_for_it() -> None:
 
 def test_a_full_queue_drops_and_counts_without_blocking() -> None:
     agent = Agent(settings_from_dict({"input": {"queue_max": 2}}))
-    agent._handle_config = lambda payload: None
+    agent.configs.apply_pushed = lambda payload: ()
     agent._on_cloud_message(f"ew/{agent.gateway}/config", b"config", False, None)
     for n in range(3):
         agent._on_sensor_message("ew/in/alarm/s1", b"m%d" % n, False, None)
@@ -86,15 +97,16 @@ def test_stream_time_moves_by_the_clock_only_while_no_message_arrives() -> None:
     import threading
     import time
 
-    from edgewave.agent.runtime import _STOP, IDLE_ADVANCE_MS
+    from edgewave.agent.pipeline import IDLE_ADVANCE_MS
+    from edgewave.agent.runtime import _STOP
 
     from edgewave.agent.engine import Engine
 
     agent = Agent(settings_from_dict({}))
-    agent.engine = Engine()                            # what an applied config would build
+    agent.pipeline.engine = Engine()                   # what an applied config would build
     advanced: list[int] = []
-    real_advance = agent.engine.advance
-    agent.engine.advance = lambda now: (advanced.append(now), real_advance(now))
+    real_advance = agent.pipeline.engine.advance
+    agent.pipeline.engine.advance = lambda now: (advanced.append(now), real_advance(now))
     worker = threading.Thread(target=agent._work_loop, daemon=True)
     worker.start()
     try:
@@ -103,12 +115,12 @@ def test_stream_time_moves_by_the_clock_only_while_no_message_arrives() -> None:
             agent._on_sensor_message("ew/in/alarm/s1", b"<http://ex.org/a> <http://ex.org/b> 1 .", False, None)
             time.sleep(0.02)
         assert advanced == [] and agent.counters["messages_in"] > 50
-        last_arrival = agent._last_arrival_ms
+        last_arrival = agent.pipeline.last_arrival_ms
         deadline = time.monotonic() + 4 * IDLE_ADVANCE_MS / 1000
         while not advanced and time.monotonic() < deadline:
             time.sleep(0.05)
         assert advanced and advanced[0] >= last_arrival + IDLE_ADVANCE_MS
-        assert agent._last_arrival_ms == advanced[-1]  # later arrivals are clamped to it
+        assert agent.pipeline.last_arrival_ms == advanced[-1]  # later arrivals are clamped to it
     finally:
         agent._enqueue((_STOP,))
         worker.join(5)

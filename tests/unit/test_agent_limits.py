@@ -321,7 +321,7 @@ def test_whatever_a_message_meets_it_is_acknowledged_counted_and_the_agent_goes_
     agent._on_sensor_message("ew/in/alarm/s1", alarm(100), False, None)
     assert agent.counters["matches"] == before + 1
     agent.outbox.close()
-    agent.store.close()
+    agent.configs.store.close()
 
 
 def test_handler_failures_are_logged_once_a_minute_per_kind(tmp_path, caplog):
@@ -329,7 +329,7 @@ def test_handler_failures_are_logged_once_a_minute_per_kind(tmp_path, caplog):
     handler: each is counted, and the log gets one line (with its traceback) a minute."""
     agent = Agent(settings_from_dict({"data_dir": str(tmp_path / "data")}))
     clock = [0.0]
-    agent._error_log = LogLimiter(60, lambda: clock[0])
+    agent._errors.limiter = LogLimiter(60, lambda: clock[0])
     acks: list[int] = []
     with caplog.at_level(logging.ERROR, logger="edgewave.agent"):
         for n in range(100):

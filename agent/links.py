@@ -1,0 +1,43 @@
+"""The agent's two broker connections and what their sessions promise.
+
+- *cloud*: a persistent session (the retained config documents and the PUBACKs of events
+  in flight survive a reconnect), the ``offline`` status as Last Will, subscribed to
+  ``ew/<gateway>/config``; the uplink publishes the events on it.
+- *local*: the sensors' broker. With ``local.session_expiry_s > 0`` the session is
+  persistent and a sensor message is acknowledged only once handled (its events are in
+  the outbox), so one the agent had not handled when it died is delivered again when it
+  comes back; the broker sends at most ``input.queue_max`` unacknowledged messages
+  (MQTT 5 Receive Maximum), which bounds the agent's queue.
+
+Both run on one ``NetworkLoop`` (network_loop.py).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from edgewave.agent.config import AgentSettings
+from edgewave.agent.mqtt_link import MessageHandler, MqttLink, Will
+from edgewave.agent.network_loop import NetworkLoop
+from edgewave.agent.status import encode_status, status_document
+from edgewave.shared import topics
+
+
+def cloud_link(settings: AgentSettings, loop: NetworkLoop, on_message: MessageHandler,
+               on_connected: Callable[[bool], None]) -> MqttLink:
+    """The connection to the cloud broker: events up, config documents down."""
+    s, gw = settings, settings.gateway
+    offline = encode_status(status_document(gw, "offline"))
+    return MqttLink("cloud", s.cloud, s.reconnect, client_id=s.cloud.client_id or f"edgewave-{gw}-cloud",
+                    persistent=True, will=Will(topics.status_topic(gw), offline, qos=1, retain=True),
+                    subscriptions=[(topics.config_topic(gw), 1)], on_message=on_message,
+                    on_connected=on_connected, max_inflight=s.outbox.max_inflight, loop=loop)
+
+
+def local_link(settings: AgentSettings, loop: NetworkLoop, on_message: MessageHandler) -> MqttLink:
+    """The connection to the sensors' broker, every sensor topic subscribed."""
+    s, gw = settings, settings.gateway
+    keep = s.local.session_expiry_s > 0
+    return MqttLink("local", s.local, s.reconnect, client_id=s.local.client_id or f"edgewave-{gw}-local",
+                    persistent=keep, ack_after_handling=keep,
+                    receive_maximum=s.input.queue_max if keep else None,
+                    subscriptions=[(topics.ALL_SENSOR_INPUT, s.input.qos)], on_message=on_message, loop=loop)
