@@ -1,0 +1,34 @@
+"""`make demo` (scripts/demo.py --exit): the whole secured topology on this machine sees
+exactly the simulator's ground truth, and prints what README.md shows."""
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_make_demo_sees_exactly_the_ground_truth(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "demo.py"), "--exit", "--work", str(tmp_path / "demo"),
+                           "--dashboard-port", str(_free_port())],
+                          cwd=REPO, capture_output=True, text=True, timeout=840)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = done.stdout
+    assert "the cloud saw exactly the ground truth" in out + done.stderr
+    assert re.search(r"^\s+fire\s+cloud=\s*5\s+truth=\s*5$", out, re.M), out
+    rooms = dict(re.findall(r"^\s+(<http://example\.org/gw1/room\d>)\s+(\d+)$", out, re.M))
+    assert rooms == {"<http://example.org/gw1/room3>": "4", "<http://example.org/gw1/room2>": "1"}, out
+    assert re.search(r"^dashboard: http://127\.0\.0\.1:\d+/", out, re.M), out
