@@ -17,13 +17,13 @@ one is; an event of a batch that fails its checks is quarantined alone.
 
 One bad message never stops ingest. Every payload is read within limits
 (``ingest.limits``: size, nesting depth, triples and bindings per event, a batch's
-compressed and inflated size and event count) that a JSON or zlib bomb cannot pass, and whatever goes wrong while one message is decoded,
-validated or recorded (not an event, beyond a limit, an event claiming another
-gateway's topic, a malformed ack, or an error nobody foresaw) quarantines that
-message: it is kept in ``<landing_zone>/rejected/`` with the reason (above
-``rejected_keep_bytes`` only its first bytes, its size and its SHA-256),
-counted, logged (at most once a minute per reason) and acknowledged. It will
-not get better by redelivery.
+compressed and inflated size and event count) that a JSON or zlib bomb cannot pass,
+and whatever goes wrong while one message is decoded, validated or recorded
+(not an event, beyond a limit, an event claiming another gateway's topic, a
+malformed ack, or an error nobody foresaw) quarantines that message: it is kept
+in ``<landing_zone>/rejected/`` with the reason (above ``rejected_keep_bytes``
+only its first bytes, its size and its SHA-256), counted, logged (at most once a
+minute per reason) and acknowledged. It will not get better by redelivery.
 
 Should the process die on a message all the same, the in-flight marker
 (``inflight_marker.py``) recognises it on redelivery and quarantines it unread.
@@ -354,7 +354,9 @@ class Ingest:
         """Keep the message (or its first bytes) with the reason in the rejected files; ``payload``
         and ``batch``: one event of a batch instead, and where in which batch it was."""
         self.counters["rejected"] += 1
-        size, sha256 = (msg.size, msg.sha256) if payload is None else (len(payload), hashlib.sha256(payload).hexdigest())
+        size, sha256 = msg.size, msg.sha256
+        if payload is not None:
+            size, sha256 = len(payload), hashlib.sha256(payload).hexdigest()
         key = reason.split(":", 1)[0][:60]
         if self._reject_log.allow(key):
             log.warning("ingest rejected topic=%s bytes=%d sha256=%s reason=%r rejected_total=%d "

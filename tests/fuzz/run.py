@@ -2,7 +2,7 @@
 
     .venv/bin/python tests/fuzz/run.py TARGET [--seconds N] [--allow-known] [-- LIBFUZZER-ARGS...]
 
-TARGET is one of: event, ntriples, rspql, configdoc, sim, cloud (see docs/fuzzing.md).
+TARGET is one of: event, batch, ntriples, rspql, configdoc, sim, cloud (see docs/fuzzing.md).
 Needs the ``fuzz`` extra (``pip install -e '.[fuzz]'``). The seed corpus is read from
 ``tests/fuzz/corpus/TARGET/`` and never written; what the fuzzer finds goes to
 ``var/fuzz/TARGET/corpus/`` (kept between runs), a crashing, hanging (``-timeout``,
@@ -33,6 +33,7 @@ REPO = HERE.parent.parent
 TARGETS = {
     # name: (module, packages instrumented for coverage)
     "event": ("fuzz_event", ["edgewave"]),
+    "batch": ("fuzz_batch", ["edgewave"]),
     "ntriples": ("fuzz_ntriples", ["edgewave"]),
     "rspql": ("fuzz_rspql", ["edgewave"]),
     "configdoc": ("fuzz_configdoc", ["edgewave", "rdflib"]),
