@@ -1,16 +1,25 @@
 """Uplink: drains the outbox to the cloud broker, in order, paced, deleting only on PUBACK.
 
-Events are read from the outbox oldest-first and published with QoS 1 while the cloud
-link is up, keeping at most ``max_inflight`` events unacknowledged and at most
-``max_rate_per_s`` publishes per second (so replay after an outage does not flood the
-broker). ``notify`` publishes new events at once when the network thread (which runs
-the sockets, see network_loop.py) stored them and the uplink is free: the latency path,
-no thread hand-over. Everything else (a backlog, a reconnect, a refusal, the PUBACKs) is
-the uplink thread's. One lock keeps the two from publishing at the same time. paho
-reports each PUBACK on the network thread with the message id; that thread only queues
-the id, and the uplink thread maps it back to the outbox row and deletes it: waiting for
-our lock inside paho's callback could deadlock against the uplink thread's ``publish``,
-which waits for the network thread.
+Events are published oldest first with QoS 1 while the cloud link is up, at most
+``max_inflight`` unacknowledged and at most ``max_rate_per_s`` a second (so the replay
+after an outage does not flood the broker). All of it runs on the network thread, the
+one thread that runs both brokers' sockets (network_loop.py):
+
+- *the fast path*: ``notify``, called on the network thread with the ``(seq, payload)``
+  just stored, publishes them from memory at once when the uplink is free and nothing
+  older waits: a sensor message's event reaches the cloud socket with no thread
+  hand-over. Otherwise it only wakes the uplink thread;
+- *everything else* (a backlog, a reconnect, a refusal, the PUBACKs): the uplink thread
+  does no work of its own but times it. It wakes when woken, every ``ACK_BATCH_S``
+  while events are in flight, and at least every 0.5 s, and runs ``_service`` on the
+  network thread (``link.call``), which publishes what waits in the outbox and deletes
+  the acknowledged rows.
+
+paho reports each PUBACK on the network thread; ``on_published`` only queues the message
+id, and ``_service`` maps the ids of a batch back to outbox rows and deletes them in one
+statement (a delete per PUBACK would cost the fast path an SQLite commit each). ``_lock``
+is held by whoever publishes; ``notify`` does not wait for it, so a publish never
+starts inside another.
 
 After a reconnect, paho itself re-sends what was in flight (same ids, DUP flag); new
 events wait until those are acknowledged, so the cloud sees them in their original
@@ -20,6 +29,10 @@ again from the outbox; the stable event id lets the cloud drop the duplicate.
 A PUBACK with a failure reason (MQTT 5, e.g. "not authorized") means the broker did not
 take the event: it stays in the outbox and is retried after ``resend_after_s``, one event
 at a time until the broker accepts again, so nothing is lost or reordered by a refusal.
+
+Several events in one MQTT message (a batch) fit the same design: the outbox keeps one
+row per event, so ``_publish_some`` would send a run of rows as one message and map its
+message id to all of their seqs; order, resending and deletion stay per row.
 """
 from __future__ import annotations
 
