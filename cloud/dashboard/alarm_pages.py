@@ -24,6 +24,7 @@ from . import export
 from .alarms import ACKNOWLEDGED, ACTIVE, CLEARED, Alarm, AlarmError, AlarmStore
 from .auth import OPERATOR, current_user, form_for
 from .evidence import evidence_of
+from .history import History
 from .rendering import render
 from .viewfmt import viewer_zone
 
@@ -132,12 +133,25 @@ def alarm_page(request: Request, error: str | None = None, status_code: int = 20
 
 
 def match_page(request: Request) -> Response:
-    found = store(request).match(request.path_params["event_id"])
-    if found is None:
-        raise HTTPException(404, "no such match kept (a match is kept with its alarm's newest 50)")
-    alarm_id, item = found
+    """One match's evidence: from its alarm while the dashboard keeps it, else from the Parquet history
+    (``?at=`` the match time, when the link knows it, narrows the files read)."""
+    event_id = request.path_params["event_id"]
+    found = store(request).match(event_id)
+    alarm_id, item, source = None, None, "alarm"
+    if found is not None:
+        alarm_id, item = found
+    else:
+        try:
+            at = int(request.query_params["at"]) if request.query_params.get("at") else None
+        except ValueError as exc:
+            raise HTTPException(400, "at must be the match time in milliseconds since the epoch") from exc
+        history: History = request.app.state.history
+        item, source = history.event(event_id, at), "history"
+    if item is None:
+        raise HTTPException(404, "no such match, neither among the alarms' newest matches nor in the Parquet "
+                                 "history (the Spark job writes it there seconds after ingest)")
     return render(request, "match.html", {"nav": "alarms", "e": evidence_of(item), "alarm_id": alarm_id,
-                                          "item": item})
+                                          "item": item, "source": source})
 
 
 async def _change(request: Request, action: str) -> Response:

@@ -42,6 +42,7 @@ from .alarms import AlarmStore
 from .auth import (OPERATOR, LoginLimiter, Users, client_address, csrf_ok, current_user, end_session, form_for,
                    resolve_user, start_session)
 from .follower import FeedFollower
+from .history import History
 from .sessions import SessionStore
 from .bucketing import PRESETS_MS, RangeError, TimeRange, parse_range, series
 from .rendering import HERE, render
@@ -115,10 +116,13 @@ def _range(request: Request) -> TimeRange:
         raise HTTPException(400, str(exc)) from exc
 
 
+def _range_query(rng: TimeRange) -> dict[str, Any]:
+    """The query parameters that ask for ``rng`` again (a preset by name, else start and end)."""
+    return {"range": rng.label} if rng.label in PRESETS_MS else {"start": rng.start_ms, "end": rng.end_ms}
+
+
 def _range_params(rng: TimeRange) -> str:
-    if rng.label in PRESETS_MS:
-        return urlencode({"range": rng.label})
-    return urlencode({"start": rng.start_ms, "end": rng.end_ms})
+    return urlencode(_range_query(rng))
 
 
 def _gateways(request: Request, q: queries.Query) -> list[queries.GatewayRow]:
@@ -249,12 +253,19 @@ def api_overview(request: Request) -> Response:
 
 
 def live_page(request: Request) -> Response:
+    """The live stream, or with a time range the events in it (from the live feed and the Parquet history)."""
+    rng = live.chosen_range(request)
     with _reader(request).query() as q:
         patterns = [p for (p,) in q.rows("SELECT DISTINCT pattern FROM binding_values ORDER BY 1")]
         gateways = [g for (g,) in q.rows("SELECT gateway FROM gateways ORDER BY 1")]
     chosen = {"gateway": request.query_params.get("gateway") or "", "pattern": request.query_params.get("pattern") or ""}
-    return render(request, "live.html", {"nav": "live", "patterns": patterns, "gateways": gateways, "chosen": chosen,
-                                         "filter_params": urlencode({k: v for k, v in chosen.items() if v})})
+    time_params = {} if rng is None else _range_query(rng)
+    found = None if rng is None else live.rows_in_range(request, rng, live.RANGE_ROWS)
+    return render(request, "live.html", {
+        "nav": "live", "patterns": patterns, "gateways": gateways, "chosen": chosen, "range": rng,
+        "presets": list(PRESETS_MS), "found": found, "history": request.app.state.history,
+        "stream_params": urlencode({k: v for k, v in chosen.items() if v}),
+        "filter_params": urlencode({**{k: v for k, v in chosen.items() if v}, **time_params})})
 
 
 # -- gateways --------------------------------------------------------------------------------
@@ -425,6 +436,7 @@ def create_app(settings: CloudSettings, secret_key: str) -> Starlette:
         Route("/api/live", live.live_recent),
         Route("/api/live/stream", live.live_stream),
         Route("/export/gateways/{gateway}/history.csv", export_history),
+        Route("/export/live.csv", live.export_live),
         Route("/export/{name}.csv", export_csv),
         Mount("/static", app=StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
@@ -445,6 +457,7 @@ def create_app(settings: CloudSettings, secret_key: str) -> Starlette:
         log.info("dashboard sessions ended=%d reason='user removed or password changed'", ended)
     app.state.live_streams = 0
     app.state.alarms = AlarmStore(settings.dashboard_state_path, d.alarm_keys)
+    app.state.history = History(settings.spark.history)
     app.state.follower = FeedFollower(settings.live_feed_path, app.state.alarms)
     app.state.limiter = LoginLimiter(d.login_failures_per_user, d.login_failures_per_address, d.login_window_s)
     return app

@@ -91,6 +91,18 @@ def alarms_table(alarms: list[Any], zone: ZoneInfo | timezone) -> Table:
     return header, rows
 
 
+def live_table(items: list[dict[str, Any]], zone: ZoneInfo | timezone) -> Table:
+    """Live-feed (or history) rows as the live page lists them, newest first."""
+    header = ["match_time", "ingested", "gateway", "kind", "pattern", "bindings", "sensor", "property", "result",
+              "window_start", "window_end", "event_id"]
+    rows = [[iso_time(i.get("window_end") or i.get("ingest_ms"), zone), iso_time(i.get("ingest_ms"), zone),
+             i.get("gateway"), i.get("kind"), i.get("pattern"),
+             " ".join(f"?{b.get('variable')}={b.get('value')}" for b in i.get("bindings") or []),
+             i.get("sensor"), i.get("property"), i.get("result"), iso_time(i.get("window_start"), zone),
+             iso_time(i.get("window_end"), zone), i.get("id")] for i in items]
+    return header, rows
+
+
 def csv_response(table: Table, filename: str) -> Response:
     """A table as a CSV download."""
     return Response(to_csv(table), media_type="text/csv; charset=utf-8",

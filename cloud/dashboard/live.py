@@ -11,6 +11,11 @@ browser that reconnects (EventSource does so by itself, sending
 ``Last-Event-ID``) gets exactly what it missed while the feed still holds it.
 Each event carries its evidence: the bindings, the window, the triples that made
 it and, when the event says so, which of them were entailed (``evidence``).
+
+With a time range (``range=1h|24h|7d`` or ``start``/``end``) the live page lists the
+events whose match time falls in it instead: the live feed's, and the Parquet
+history's for what the feed no longer holds (history.py). ``/export/live.csv`` is the
+page's table, with the same filters, as CSV.
 """
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ import asyncio
 import json
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
 from starlette.concurrency import run_in_threadpool
@@ -27,7 +33,12 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from edgewave.cloud.live_feed import read_feed
 
+from . import export
+from .alarms import match_time
+from .bucketing import RangeError, TimeRange, parse_range
 from .evidence import evidence_of
+from .history import History
+from .viewfmt import viewer_zone
 
 log = logging.getLogger("edgewave.cloud.dashboard.live")
 
@@ -37,6 +48,9 @@ MAX_BACKLOG = 200
 BATCH = 200
 MAX_STREAMS = 200
 """Open streams at most (each checks the follower's buffer in memory); more get 503 and their browser retries."""
+RANGE_ROWS = 500
+"""Events a range lists on the page (newest first); its CSV has up to CSV_ROWS."""
+CSV_ROWS = 100_000
 
 
 def _int_param(request: Request, name: str, default: int, lo: int, hi: int) -> int:
@@ -123,3 +137,56 @@ async def live_stream(request: Request) -> Response:
 
     return StreamingResponse(messages(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+
+# -- a time range, and the table as CSV ----------------------------------------------------------
+
+@dataclass
+class RangeRows:
+    """The events of a range, newest first, and where they came from."""
+
+    items: list[dict[str, Any]]
+    truncated: bool
+    """more events fall in the range than ``limit``: the oldest are left out"""
+    history: str
+    """``read``, or why the Parquet history was not: ``not on this machine``"""
+
+
+def chosen_range(request: Request) -> TimeRange | None:
+    """The time range the live page was asked for; None for the live stream."""
+    params = {k: v for k, v in request.query_params.items() if k in ("range", "start", "end") and v}
+    if not params:
+        return None
+    try:
+        return parse_range(params)
+    except RangeError as exc:
+        raise HTTPException(400, str(exc)) from exc
+
+
+def rows_in_range(request: Request, rng: TimeRange, limit: int) -> RangeRows:
+    """Events with match time in ``rng`` from the live feed and, for what it no longer holds, the Parquet history."""
+    state = request.app.state
+    filters = _filters(request)
+    feed = read_feed(state.settings.live_feed_path, 0, state.settings.live_feed.max_rows, newest_first=True,
+                     **filters)
+    known = [item for item in feed if rng.start_ms <= match_time(item) < rng.end_ms]
+    history: History = state.history
+    if history.readable:
+        items = history.events(rng.start_ms, rng.end_ms, limit=limit + 1, known=known, **filters)
+        where = "read"
+    else:
+        items = sorted(known, key=lambda i: (match_time(i), i["id"]), reverse=True)[:limit + 1]
+        where = "not on this machine"
+    return RangeRows(items[:limit], len(items) > limit, where)
+
+
+def export_live(request: Request) -> Response:
+    """``/export/live.csv``: the live page's table with its filters (gateway, pattern, time range), times in the
+    viewer's zone; without a range, the newest events the page shows."""
+    rng = chosen_range(request)
+    if rng is None:
+        items = read_feed(request.app.state.settings.live_feed_path, 0, MAX_BACKLOG, newest_first=True,
+                          **_filters(request))
+    else:
+        items = rows_in_range(request, rng, CSV_ROWS).items
+    return export.csv_response(export.live_table(items, viewer_zone(request)), "edgewave-live.csv")

@@ -41,6 +41,27 @@
       });
     }
 
+    // Filter forms with an optional local from/to (the live page): both given win over the preset select;
+    // empty fields stay out of the URL.
+    document.querySelectorAll("form[data-local-range]").forEach(function (f) {
+      f.addEventListener("submit", function (evt) {
+        var a = f.elements.from_local.value, b = f.elements.to_local.value;
+        if (a || b) {
+          var from = new Date(a).getTime(), to = new Date(b).getTime();
+          if (!(from < to)) { evt.preventDefault(); alert("Give both times, the end after the start."); return; }
+          f.elements.start.value = String(from);
+          f.elements.end.value = String(to);
+          f.elements.range.disabled = true;
+        } else {
+          f.elements.start.disabled = true;
+          f.elements.end.disabled = true;
+        }
+        f.elements.from_local.disabled = true;
+        f.elements.to_local.disabled = true;
+        Array.prototype.forEach.call(f.querySelectorAll("select"), function (s) { if (!s.value) s.disabled = true; });
+      });
+    });
+
     var el = document.getElementById("matches-chart");
     if (el) drawMatches(el);
     var live = document.getElementById("live-table");
