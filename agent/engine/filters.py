@@ -34,10 +34,13 @@ from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from typing import Any, Callable, NamedTuple, Sequence
 
+from edgewave.shared.ntriples import literal_parts
+
 from .query import Filter, Term
 
 XSD = "http://www.w3.org/2001/XMLSchema#"
 RDF_LANGSTRING = "<http://www.w3.org/1999/02/22-rdf-syntax-ns#langString>"
+XSD_STRING = f"<{XSD}string>"
 
 # An expression tree node, as built by the parser:
 #   ("var", name) | ("const", term) | ("or", a, b) | ("and", a, b) | ("not", a)
@@ -108,24 +111,6 @@ _DATETIME_RE = re.compile(
     r"(-?[0-9]{4,})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]+)?"
     r"(Z|[+-][0-9]{2}:[0-9]{2})?\Z"
 )
-_UNESCAPES = {"\\\\": "\\", '\\"': '"', "\\n": "\n", "\\r": "\r"}
-_UNESCAPE_RE = re.compile(r'\\[\\"nr]')
-
-
-def literal_parts(term: str) -> tuple[str, str | None, str | None]:
-    """Split a canonical literal into (lexical, datatype IRI without brackets, language)."""
-    end = term.rfind('"')
-    lexical = term[1:end]
-    if "\\" in lexical:
-        lexical = _UNESCAPE_RE.sub(lambda m: _UNESCAPES[m.group()], lexical)
-    rest = term[end + 1:]
-    if rest.startswith("@"):
-        return lexical, None, rest[1:]
-    if rest.startswith("^^<"):
-        return lexical, rest[3:-1], None
-    return lexical, None, None
-
-
 def _parse_datetime(lexical: str) -> datetime | None:
     m = _DATETIME_RE.match(lexical)
     if not m or m.group(1).startswith("-") or len(m.group(1)) != 4:
@@ -196,7 +181,7 @@ def term_value(term: str) -> Any:
             return LangString(lexical, lang)
         if datatype is None:
             return lexical
-        return _typed_value(term, lexical, datatype)
+        return _typed_value(term, lexical, datatype[1:-1])
     if term[:2] == "<<":
         return Resource(term, "quoted")
     if term[:1] == "<":
@@ -821,7 +806,7 @@ def _datatype(term: str) -> Resource:
     _, datatype, lang = literal_parts(term)
     if lang is not None:
         return Resource(RDF_LANGSTRING, "iri")
-    return Resource(f"<{datatype or XSD + 'string'}>", "iri")
+    return Resource(datatype or XSD_STRING, "iri")
 
 
 _EVAL_FAILURES = (EvalError, TypeError, ValueError, ArithmeticError, InvalidOperation, OverflowError)
