@@ -134,6 +134,7 @@ class History:
     @staticmethod
     def _read_batch(folder: Path, mtime_ns: int) -> _Batch | None:
         """A finished batch folder's files and their statistics; None while it is being written or replaced."""
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         if not (folder / DONE_MARKER).exists():
@@ -144,8 +145,8 @@ class History:
                 if path.name.startswith((".", "_")):
                     continue
                 batch.files.append(_stats(str(path), pq.ParquetFile(path).metadata))
-        except (FileNotFoundError, OSError) as exc:   # replaced under us: looked at again next time
-            log.debug("history batch=%s skipped reason=%r", folder.name, str(exc))
+        except (OSError, pa.ArrowException) as exc:   # replaced under us, or damaged: looked at again next time
+            log.info("history batch=%s skipped reason=%r", folder.name, str(exc))
             return None
         return batch
 
@@ -157,13 +158,14 @@ class History:
     # -- reads ------------------------------------------------------------------------------
 
     def _read(self, stats: FileStats, columns: list[str], condition: Any) -> list[dict[str, Any]]:
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         try:
             table = pq.read_table(stats.path, columns=columns, filters=condition, use_threads=False,
                                   pre_buffer=False)
-        except (FileNotFoundError, OSError) as exc:
-            log.info("history file_gone path=%s reason=%r: reading the listing again", stats.path, str(exc))
+        except (OSError, pa.ArrowException) as exc:
+            log.warning("history unreadable path=%s reason=%r: skipped, listing read again", stats.path, str(exc))
             self.forget()
             return []
         return [_feed_row(record) for record in table.to_pylist()]
@@ -198,18 +200,22 @@ class History:
                 condition = condition & (ds.field(name) == value)
         candidates = sorted((s for s in self.files() if s.may_hold_time(start_ms, end_ms)),
                             key=lambda s: s.time_max if s.time_max is not None else 2 ** 62, reverse=True)
-        newest: dict[str, dict[str, Any]] = {item["id"]: item for item in known or []}
+        newest: dict[str, dict[str, Any]] = {}
+        top: list[int] = []          # the newest ``limit`` match times so far, a min-heap
+
+        def add(items: Iterable[dict[str, Any]]) -> None:
+            for item in items:
+                if item["id"] in newest:
+                    continue
+                newest[item["id"]] = item
+                (heapq.heappush if len(top) < limit else heapq.heappushpop)(top, match_time(item))
+
+        add(known or [])
         for stats in candidates:
-            if len(newest) >= limit and stats.time_max is not None and \
-                    _kth_newest(newest.values(), limit) > stats.time_max:
-                break
-            for item in self._read(stats, LISTING_COLUMNS, condition):
-                newest.setdefault(item["id"], item)
+            if len(top) >= limit and stats.time_max is not None and top[0] > stats.time_max:
+                break                # every row still unread is older than the newest ``limit`` at hand
+            add(self._read(stats, LISTING_COLUMNS, condition))
         return sorted(newest.values(), key=lambda i: (match_time(i), i["id"]), reverse=True)[:limit]
-
-
-def _kth_newest(items: Iterable[dict[str, Any]], k: int) -> int:
-    return heapq.nlargest(k, (match_time(i) for i in items))[-1]
 
 
 def _stats(path: str, metadata: Any) -> FileStats:
