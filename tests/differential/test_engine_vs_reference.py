@@ -57,8 +57,10 @@ def describe(case: Case) -> str:
     return "\n".join(lines)
 
 
-def check(case: Case) -> None:
+def check(case: Case) -> bool:
+    """Engine == reference for every pattern; True when the first pattern has any match."""
     found = engine_matches(case)
+    nonempty = False
     for spec in case.queries:
         expected = reference_matches(spec.reference_query(), case.schema, case.static, case.stream,
                                      case.vocabulary(), entailment=case.entailment,
@@ -68,6 +70,8 @@ def check(case: Case) -> None:
             # a removed pattern reports exactly the matches completed before its removal
             last = case.stream[case.remove_after - 1][1] if case.remove_after else -1
             expected = Counter({k: n for k, n in expected.items() if max(ts for _, ts in k[1]) <= last})
+        if spec is case.queries[0]:
+            nonempty = sum(expected.values()) > 0
         if got != expected:
             missing = expected - got
             unexpected = got - expected
@@ -80,31 +84,44 @@ def check(case: Case) -> None:
                 f"missing or emitted too rarely ({sum(missing.values())}):\n{show(missing)}\n"
                 f"unexpected or emitted too often ({sum(unexpected.values())}):\n{show(unexpected)}"
             )
+    return nonempty
 
 
 SETTINGS = dict(deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
-@pytest.mark.slow
-@settings(max_examples=300, **SETTINGS)
-@given(cases())
-def test_engine_matches_equal_the_reference(case: Case):
-    check(case)
+def run_cases(strategy, examples: int, floor: float) -> None:
+    """``examples`` generated cases must each equal the reference, and at least ``floor`` of
+    them must have matches: cases where both sides find nothing prove little, so a generator
+    that drifted towards them would leave the comparison hollow. (Measured with these seeds:
+    0.32 for one pattern, 0.27 for two, 0.37 for C-SPARQL; the floors sit a little below.)"""
+    nonempty: list[bool] = []
+
+    @settings(max_examples=examples, **SETTINGS)
+    @given(strategy)
+    def run(case: Case) -> None:
+        nonempty.append(check(case))
+
+    run()
+    share = sum(nonempty) / len(nonempty)
+    assert len(nonempty) >= examples * 0.9, f"only {len(nonempty)} of {examples} cases generated"
+    assert share >= floor, f"only {share:.0%} of {len(nonempty)} cases have any match (floor {floor:.0%})"
 
 
 @pytest.mark.slow
-@settings(max_examples=100, **SETTINGS)
-@given(cases(queries=2))
-def test_two_patterns_sharing_a_prefix_each_equal_the_reference(case: Case):
+def test_engine_matches_equal_the_reference():
+    run_cases(cases(), 300, 0.28)
+
+
+@pytest.mark.slow
+def test_two_patterns_sharing_a_prefix_each_equal_the_reference():
     """Join nodes shared between patterns (even with other window widths) keep each one exact,
     also when the second pattern is removed while the stream runs."""
-    check(case)
+    run_cases(cases(queries=2), 100, 0.22)
 
 
 @pytest.mark.slow
-@settings(max_examples=60, **SETTINGS)
-@given(cases(styles=("csparql",)))
-def test_csparql_patterns_also_match_static_data(case: Case):
+def test_csparql_patterns_also_match_static_data():
     """C-SPARQL's default window reads the static graph too (``WindowSpec.with_static``)."""
-    check(case)
+    run_cases(cases(styles=("csparql",)), 60, 0.30)
