@@ -16,10 +16,11 @@ from __future__ import annotations
 from typing import Callable
 
 from edgewave.agent.config import AgentSettings
-from edgewave.agent.mqtt_link import MessageHandler, MqttLink, Will
+from edgewave.agent.mqtt_link import MessageHandler, MqttLink
 from edgewave.agent.network_loop import NetworkLoop
 from edgewave.agent.status import encode_status, status_document
 from edgewave.shared import topics
+from edgewave.shared.mqtt_client import Will
 
 
 def cloud_link(settings: AgentSettings, loop: NetworkLoop, on_message: MessageHandler,
