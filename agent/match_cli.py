@@ -37,13 +37,13 @@ import resource
 import sys
 import time
 from itertools import islice
-from typing import IO, Iterable, Iterator
+from typing import IO, Iterator
 
 from edgewave.agent.engine import Engine, Match
 from edgewave.agent.engine.query import Query
-from edgewave.shared.ntriples import NTriplesError, clear_term_caches, parse_line, read_recorded_lean
+from edgewave.shared.ntriples import NTriplesError, clear_term_caches
 from edgewave.shared.rdf_files import RdfFileError, read_text, read_triples
-from edgewave.shared.recorded import RecordedStreamError, read_recorded
+from edgewave.shared.recorded import read_recorded
 
 Triple = tuple[str, str, str]
 
@@ -75,7 +75,8 @@ def _stream_arg(arg: str) -> tuple[str | None, str]:
 
 
 def _open(path: str) -> IO[str]:
-    """A recorded stream as text; undecodable bytes survive as surrogates for the slow path.
+    """A recorded stream as text; undecodable bytes survive as surrogates, which
+    ``read_recorded`` reports as invalid UTF-8 against their line.
 
     ``utf-8-sig`` drops a byte-order mark at the start, as editors on Windows write one;
     a BOM anywhere else is still an error of its line."""
@@ -87,51 +88,6 @@ def _open(path: str) -> IO[str]:
         raise UsageError(f"{path}: {exc.strerror}") from None
 
 
-def _slow_line(raw: bytes, line_no: int, last: int, errors: list[NTriplesError]) -> tuple[int, Triple] | None:
-    """A line the lean loop did not take: ``read_recorded`` decides (skip, error message,
-    column); only the line number and the time-going-back check are added here."""
-    own: list[NTriplesError] = []
-    for ts, triple in read_recorded([raw], own):
-        if ts < last:
-            errors.append(RecordedStreamError(line_no, 1, _BACKWARDS.format(ts=ts, last=last)))
-            return None
-        return ts, triple
-    errors.extend(RecordedStreamError(line_no, e.column, e.reason) for e in own)
-    return None
-
-
-_BACKWARDS = "timestamp {ts} is before the previous one ({last}); timestamps must not decrease"
-
-
-def recorded_items(fh: Iterable[str], errors: list[NTriplesError]) -> Iterator[tuple[int, Triple]]:
-    """``(timestamp, triple)`` for each statement of a recorded stream; bad lines go to ``errors``.
-
-    ``fh`` is text decoded with ``errors="surrogateescape"`` (see ``_open``). The usual line
-    is read by ``read_recorded_lean``, without the shared reader's per-line checks. Any
-    other ASCII line gets the full statement parser; a line it rejects, or a non-ASCII one,
-    goes back to bytes and to ``read_recorded`` (see ``_slow_line``), so invalid UTF-8 and
-    every other error is reported exactly as the shared reader does.
-    """
-
-    def other(line_no: int, line: str, last: int) -> tuple[int, Triple] | None:
-        if line.isascii():
-            ts_text, tab, statement = line.partition("\t")
-            try:
-                # beyond 18 digits the shared reader decides (it refuses what exceeds 64 bits)
-                triple = parse_line(statement) if tab and ts_text.isdigit() and len(ts_text) <= 18 else None
-            except NTriplesError:
-                triple = None
-            if triple is not None:
-                ts = int(ts_text)
-                if ts >= last:
-                    return ts, triple
-                errors.append(RecordedStreamError(line_no, 1, _BACKWARDS.format(ts=ts, last=last)))
-                return None
-        return _slow_line(line.encode("utf-8", "surrogateescape"), line_no, last, errors)
-
-    return read_recorded_lean(fh, other)
-
-
 def _merged(
     sources: list[tuple[str | None, str, IO[str]]], errors: list[tuple[str, NTriplesError]]
 ) -> Iterator[tuple[int, Triple, str | None]]:
@@ -139,7 +95,7 @@ def _merged(
 
     def items(index: int, stream: str | None, name: str, fh: IO[str]) -> Iterator[tuple[int, int, Triple, str | None]]:
         own: list[NTriplesError] = []
-        for ts, triple in recorded_items(fh, own):
+        for ts, triple in read_recorded(fh, own):
             if own:
                 errors.extend((name, e) for e in own)
                 own.clear()
@@ -277,7 +233,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], hold: list | None 
         if len(sources) == 1 and sources[0][0] is None:
             _, name, fh = sources[0]
             own: list[NTriplesError] = []
-            items = recorded_items(fh, own)
+            items = read_recorded(fh, own)
             while True:
                 before = engine.triples_in
                 engine.push_many(islice(items, COLLECT_EVERY))

@@ -1,7 +1,7 @@
-"""Recorded streams with their MQTT messages: the DESIGN.md line format plus a header comment.
+"""Recorded streams with their MQTT messages: the recorded-stream line format plus a header comment.
 
-A recorded stream is ``<milliseconds>\\t<N-Triples statement>`` per line (DESIGN.md,
-``edgewave.shared.recorded``). To replay it to MQTT exactly as it was published, each
+A recorded stream is ``<milliseconds>\\t<N-Triples statement>`` per line (docs/ARCHITECTURE.md,
+``edgewave.shared.recorded``, whose ``parse_recorded_line`` reads each line here too). To replay it to MQTT exactly as it was published, each
 message is preceded by one comment line naming its topic, gateway and line count::
 
     # ew:message topic=ew/in/building/gw1-room3-smoke gateway=gw1 lines=6
@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 from typing import IO, Iterable, Iterator
 
-from edgewave.shared.ntriples import NTriplesError, parse_line
+from edgewave.shared.recorded import RecordedStreamError, parse_recorded_line
 
 from .fleet import Message
 
@@ -35,9 +35,7 @@ class RecordingError(ValueError):
     """A recording that cannot be replayed as written."""
 
 
-MAX_TIMESTAMP = 2 ** 63 - 1      # milliseconds, as uplink events carry them
 MAX_HEADER_LINES = 1_000_000     # a header announcing more lines than this is malformed
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def header(message: Message) -> str:
@@ -105,25 +103,14 @@ def parse_messages(lines: Iterable[str], *, default_topic: str = DEFAULT_TOPIC,
             current_topic, current_gw = m.group(1), m.group(2)
             pending = (m.group(1), m.group(2), int(m.group(3)))
             continue
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        if not line.isascii() and _LONE_SURROGATE.search(line):
-            problem(f"{source}:{line_no}: not UTF-8 text")
-            continue
-        ts_text, tab, statement = line.partition("\t")
-        if not tab or not ts_text.isascii() or not ts_text.isdigit():
-            problem(f"{source}:{line_no}: expected <milliseconds><TAB><statement>")
-            continue
-        ms = int(ts_text) if len(ts_text) <= 19 else MAX_TIMESTAMP + 1
-        if ms > MAX_TIMESTAMP:
-            problem(f"{source}:{line_no}: timestamp beyond a signed 64-bit integer ({MAX_TIMESTAMP} ms)")
-            continue
         try:
-            if parse_line(statement, line_no) is None:
-                raise NTriplesError(line_no, len(ts_text) + 2, "no statement after the timestamp")
-        except NTriplesError as exc:
+            item = parse_recorded_line(line, line_no)
+        except RecordedStreamError as exc:
             problem(f"{source}:{line_no}: {exc.reason}")
             continue
+        if item is None:
+            continue
+        ms, statement, _ = item
         if ms < last_ms:
             problem(f"{source}:{line_no}: timestamp {ms} is before {last_ms}; timestamps must not decrease")
             continue

@@ -529,72 +529,33 @@ def _fast_path(line: str) -> Triple | None:
     parts = line.split(" ", 3)
     if len(parts) != 4:
         return None
-    s, p, o, dot = parts
+    s = _subjects.get(parts[0]) or _learn(_subjects, parts[0], _subject_token, _CANONICAL_SUBJECT)
+    if not s:
+        return None
+    po = fast_tail(parts[1], parts[2], parts[3])
+    return (s, *po) if po else None
+
+
+def fast_tail(p: str, o: str, dot: str) -> tuple[str, str] | None:
+    """The fast path after the subject: the canonical predicate and object of the last three
+    pieces of ``line.split(" ", 3)``, or None (ask the full parser). Shared with the
+    recorded-stream reader (``edgewave.shared.recorded``), which reads the subject itself."""
     if dot != ".\n" and dot != ".":
         # A literal with spaces, or CRLF: rejoin the object and split off the end again.
         o, _, dot = f"{o} {dot}".rpartition(" ")
         if dot != ".\n" and dot != "." and dot != ".\r\n":
             return None
-    s = _subjects.get(s) or _learn(_subjects, s, _subject_token, _CANONICAL_SUBJECT)
     p = _predicates.get(p) or _learn(_predicates, p, _predicate_token, _CANONICAL_SUBJECT)
     o = _objects.get(o) or _learn(_objects, o, _object_token, _CANONICAL_OBJECT)
-    if s and p and o:
-        return (s, p, o)
+    if p and o:
+        return p, o
     return None
 
 
-def read_recorded_lean(
-    lines: Iterable[str], other: Callable[[int, str, int], tuple[int, Triple] | None]
-) -> Iterator[tuple[int, Triple]]:
-    """``(timestamp, triple)`` for each line of one recorded stream, the usual line read here.
-
-    The usual line is ASCII, ``<ms>\t<s> <p> <o> .`` with terms the fast path accepts,
-    and its time does not go back. Every other line (blank, comment, escape, non-ASCII,
-    malformed, from the past) goes to ``other(line_no, line, last)``, ``last`` being the
-    time of the previous item: it returns the item to yield, or None after recording why.
-
-    This loop is a third of a whole ``edgewave match`` run, so the parse is written out in
-    it, not called (a call per line was 2.6 % of the run's instructions). Consecutive lines
-    usually share their timestamp and subject (the triples of one observation arrive
-    together), so the head ``<ms>\t<s>`` is read only when it changes.
-    """
-    subjects = _subjects
-    predicates = _predicates
-    objects = _objects
-    learn = _learn
-    last = -1
-    last_head = None
-    last_ts = 0
-    last_s = ""
-    for line_no, line in enumerate(lines, 1):
-        if line.isascii():
-            parts = line.split(" ", 3)
-            if len(parts) == 4:
-                head, p, o, dot = parts
-                if head != last_head:
-                    ts_text, tab, s = head.partition("\t")
-                    # 18 digits always fit in 64 bits; a longer timestamp goes to ``other``, which refuses
-                    # what read_recorded refuses
-                    if tab and ts_text.isdigit() and len(ts_text) <= 18:
-                        s = subjects.get(s) or learn(subjects, s, _subject_token, _CANONICAL_SUBJECT)
-                        if s:
-                            last_head, last_ts, last_s = head, int(ts_text), s
-                if head == last_head and last_ts >= last:
-                    # From here on this is _fast_path's tail: keep the two in step.
-                    if dot != ".\n" and dot != ".":
-                        # A literal with spaces, or CRLF: rejoin the object, split the end again.
-                        o, _, dot = f"{o} {dot}".rpartition(" ")
-                    if dot == ".\n" or dot == "." or dot == ".\r\n":
-                        p = predicates.get(p) or learn(predicates, p, _predicate_token, _CANONICAL_SUBJECT)
-                        o = objects.get(o) or learn(objects, o, _object_token, _CANONICAL_OBJECT)
-                        if p and o:
-                            last = last_ts
-                            yield last, (last_s, p, o)
-                            continue
-        item = other(line_no, line, last)
-        if item is not None:
-            last = item[0]
-            yield item
+def fast_subject(token: str) -> str | None:
+    """The canonical subject for a raw token, through the fast path's cache; None if it is
+    not one the fast path takes (the full parser decides)."""
+    return _subjects.get(token) or _learn(_subjects, token, _subject_token, _CANONICAL_SUBJECT)
 
 
 # --------------------------------------------------------------------------------------

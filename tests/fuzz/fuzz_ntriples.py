@@ -5,14 +5,13 @@
 - ``parse`` of the whole text, strict (NTriplesError) and skip-and-count (no error);
 - ``read_recorded`` of the lines as bytes (a file) and as text: RecordedStreamError or
   NTriplesError strict, nothing with an ``errors`` list;
-- the match CLI's lean reader (``recorded_items`` over ``read_recorded_lean``) on the text
-  as ``edgewave match`` reads a file: items and errors exactly those of ``read_recorded``.
+- ``read_recorded``'s fast loop on the text as ``edgewave match`` reads a file: items and
+  errors exactly those of its line-by-line checks (the same lines as bytes).
 
 Text is the input as UTF-8 with invalid bytes kept as lone surrogates (see fuzzlib).
 """
 from __future__ import annotations
 
-from edgewave.agent.match_cli import recorded_items
 from edgewave.shared import ntriples
 from edgewave.shared.ntriples import NTriplesError, parse, parse_line, serialize
 from edgewave.shared.recorded import read_recorded
@@ -45,10 +44,10 @@ def _one(data: bytes) -> None:
         pass
     lines = text.splitlines(keepends=True)
     ours, theirs = [], []
-    items = list(recorded_items(iter(lines), ours))
+    items = list(read_recorded(iter(lines), ours))
     expected = list(read_recorded([line.encode("utf-8", "surrogateescape") for line in lines], theirs))
     assert items == expected and [(e.line, e.column, e.reason) for e in ours] == [
-        (e.line, e.column, e.reason) for e in theirs], "lean reader disagrees with read_recorded"
+        (e.line, e.column, e.reason) for e in theirs], "the fast loop disagrees with the line-by-line checks"
 
 
 TestOneInput = guarded(_one, KNOWN)

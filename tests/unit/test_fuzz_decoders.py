@@ -28,7 +28,6 @@ from hypothesis import strategies as st
 
 from edgewave.agent.engine.query import QuerySyntaxError, TriplePattern, is_var
 from edgewave.agent.engine.rspql import MAX_NESTING, parse_query
-from edgewave.agent.match_cli import recorded_items
 from edgewave.cloud.landing import LandingZone
 from edgewave.cloud.registry import (AckError, StatusError, ensure_registry_schema, parse_ack, parse_status,
                                      record_ack, record_status)
@@ -329,7 +328,7 @@ def test_the_match_clis_lean_reader_agrees_with_read_recorded(lines, bad_bytes) 
                         bad_bytes)
     text = raw.decode("utf-8", "surrogateescape").splitlines(keepends=True)  # as edgewave match reads a file
     ours, theirs = [], []
-    items = list(recorded_items(iter(text), ours))
+    items = list(read_recorded(iter(text), ours))
     assert items == list(read_recorded([line.encode("utf-8", "surrogateescape") for line in text], theirs))
     assert [(e.line, e.column, e.reason) for e in ours] == [(e.line, e.column, e.reason) for e in theirs]
 
@@ -512,7 +511,7 @@ def test_a_recording_line_that_is_not_utf8_is_listed_and_the_rest_replayed(tmp_p
     path.write_bytes(f"1\t<{EX}a> <{EX}b> \"".encode() + b"\xff\xfe" + f"\" .\n2\t<{EX}a> <{EX}b> <{EX}c> .\n".encode())
     errors: list[str] = []
     assert [m.ms for m in read_messages(path, errors=errors)] == [2]
-    assert errors == [f"{path}:1: not UTF-8 text"]
+    assert errors == [f"{path}:1: invalid UTF-8 (invalid start byte)"]
 
 
 @pytest.mark.parametrize("line, problem", [

