@@ -16,12 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from edgewave.shared.broker import BrokerSettings, ReconnectSettings, SessionBrokerSettings, TlsSettings
+from edgewave.shared.events import MATCH_CONTENT, MATCH_FULL, EventLimits
 from edgewave.shared.ntriples import MAX_QUOTED_DEPTH
 from edgewave.shared.settings import NOT_A_KEY, SettingsError, bind, load_yaml, setting
 
 __all__ = ["AgentSettings", "BrokerSettings", "ConfigSettings", "EngineSettings", "InputSettings",
            "OutboxSettings", "ReconnectSettings", "SessionBrokerSettings", "SettingsError", "SignificanceSettings",
-           "StatusSettings", "TlsSettings", "load_settings", "settings_from_dict"]
+           "StatusSettings", "TlsSettings", "UplinkBatchSettings", "UplinkSettings", "load_settings",
+           "settings_from_dict"]
 
 DEFAULT_STREAM_TEMPLATE = "http://example.org/stream/{stream}"
 _SEGMENT = re.compile(r"^[A-Za-z0-9_.\-]+$")
@@ -72,6 +74,41 @@ class OutboxSettings:
     synchronous: str = "NORMAL"      # SQLite synchronous; FULL survives power loss too
     # Events the disk refused, kept in memory meanwhile; 0: dropped at once.
     unwritten_max_bytes: int = setting(8 * 1024 * 1024, minimum=0)
+
+
+_CLOUD_LIMITS = EventLimits()   # what the cloud's ingest takes by default (cloud.yaml ingest.limits)
+
+
+@dataclass
+class UplinkBatchSettings:
+    """Several outbox events in one MQTT message (shared/uplink_batch.py): compressed, their
+    repeated IRIs written once. Each event keeps its own outbox row, deleted on the PUBACK
+    of the message that carried it."""
+
+    enabled: bool = True              # false: one JSON event per message
+    # At most this many events a message; the cloud refuses more than its max_batch_events.
+    max_events: int = setting(100, minimum=1, maximum=_CLOUD_LIMITS.max_batch_events,
+                              why="the cloud's default ingest.limits.max_batch_events")
+    # The events' JSON bytes in one message, before compression (one larger event goes alone).
+    # Half the cloud's max_batch_bytes: compressed, a batch is a fraction of this.
+    max_bytes: int = setting(262144, minimum=1024, maximum=_CLOUD_LIMITS.max_batch_bytes // 2,
+                             why="half the cloud's default ingest.limits.max_batch_bytes")
+    # How long a significant observation may wait for others to share its message. A match
+    # never waits: it goes at once and takes the waiting observations with it.
+    linger_ms: float = setting(2000.0, minimum=0)
+
+
+@dataclass
+class UplinkSettings:
+    """What goes up to the cloud and in what form."""
+
+    batch: UplinkBatchSettings = field(default_factory=UplinkBatchSettings)
+    # A match's contributing triples and entailment evidence: full (the dashboard's evidence
+    # view shows them) or none (bindings and window only).
+    match_content: str = setting(MATCH_FULL, choices=MATCH_CONTENT)
+    # A significant observation carries sensor, property, result and time; this adds its
+    # N-Triples statements (the dashboard reads none of them).
+    significant_triples: bool = False
 
 
 @dataclass
@@ -131,6 +168,7 @@ class AgentSettings:
     input: InputSettings = field(default_factory=InputSettings)
     significance: SignificanceSettings = field(default_factory=SignificanceSettings)
     outbox: OutboxSettings = field(default_factory=OutboxSettings)
+    uplink: UplinkSettings = field(default_factory=UplinkSettings)
     status: StatusSettings = field(default_factory=StatusSettings)
     config: ConfigSettings = field(default_factory=ConfigSettings)
     engine: EngineSettings = field(default_factory=EngineSettings)

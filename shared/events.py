@@ -1,10 +1,16 @@
 """Uplink events (agent to cloud): JSON-LD with a fixed inline @context.
 
-One event per MQTT message. The same bytes are plain JSON to Spark (flat fields,
-an array of {variable, value} bindings, an ordered list of N-Triples statements)
-and real RDF to a JSON-LD processor, because every key is mapped by the context.
-The id is derived from what the event says, so the same match always gets the same
-id and the cloud can drop duplicates after retransmission.
+An MQTT message holds one event, or a batch of them (shared/uplink_batch.py). The same
+bytes are plain JSON to Spark (flat fields, an array of {variable, value} bindings, an
+ordered list of N-Triples statements) and real RDF to a JSON-LD processor, because
+every key is mapped by the context. The id is derived from what the event says, so the
+same match always gets the same id and the cloud can drop duplicates after
+retransmission.
+
+What an event carries beyond its id, window and bindings (or sensor, property and
+result) is the gateway's choice (``MATCH_CONTENT``, ``significant_event(with_triples=)``):
+the id is always computed from the contributing triples, sent or not, so it does not
+change with the choice.
 """
 from __future__ import annotations
 
@@ -145,13 +151,25 @@ def entailed_entries(entailed: Iterable[Any], limits: EventLimits = EventLimits(
     return out
 
 
+MATCH_FULL = "full"
+MATCH_NONE = "none"
+MATCH_CONTENT = (MATCH_FULL, MATCH_NONE)
+"""What a match event carries besides its bindings and window: ``full``, the contributing
+triples and the evidence of which were entailed (what the dashboard's evidence view
+shows); ``none``, neither (``triples`` and ``entailed`` null)."""
+
+
 def match_event(gateway: str, pattern: str, bindings: Mapping[str, str], start: int, end: int,
                 triples: Iterable[tuple[tuple[str, str, str], int]], emitted_at: int,
-                entailed: Iterable[Any] = ()) -> dict[str, Any]:
+                entailed: Iterable[Any] = (), content: str = MATCH_FULL) -> dict[str, Any]:
     """The event for one pattern match; ``triples`` are (triple, timestamp) pairs, ``entailed``
     the match's evidence (``Match.entailed``): which of them were entailed, from what, by
-    which axioms. The id does not depend on ``entailed``: the same match keeps its id."""
+    which axioms. The id does not depend on ``entailed`` or ``content``: the same match
+    keeps its id."""
+    if content not in MATCH_CONTENT:
+        raise ValueError(f"match content must be one of {MATCH_CONTENT}, not {content!r}")
     triples = list(triples)
+    full = content == MATCH_FULL
     return {
         "@context": CONTEXT,
         "id": event_id(gateway, KIND_MATCH, pattern, triples),
@@ -163,17 +181,22 @@ def match_event(gateway: str, pattern: str, bindings: Mapping[str, str], start: 
         "windowEnd": int(end),
         "emittedAt": int(emitted_at),
         "bindings": [{"variable": k, "value": v} for k, v in bindings.items()],
-        "triples": [_statement(t) for t, _ in triples],
+        "triples": [_statement(t) for t, _ in triples] if full else None,
         "sensor": None,
         "property": None,
         "result": None,
-        "entailed": entailed_entries(entailed),
+        "entailed": entailed_entries(entailed) if full else None,
     }
 
 
 def significant_event(gateway: str, sensor: str, prop: str, result: str, observed_at: int,
-                      triples: Iterable[tuple[str, str, str]], emitted_at: int) -> dict[str, Any]:
-    """The event for an observation that matched no pattern but changed significantly."""
+                      triples: Iterable[tuple[str, str, str]], emitted_at: int,
+                      with_triples: bool = True) -> dict[str, Any]:
+    """The event for an observation that matched no pattern but changed significantly.
+
+    Sensor, property, result and time (``windowStart``) are what the cloud reads of it;
+    ``with_triples=False`` leaves the observation's statements out (``triples`` null),
+    which repeat them with the observation's IRI, type and feature of interest."""
     triples = list(triples)
     timed = [(t, observed_at) for t in triples]
     return {
@@ -187,7 +210,7 @@ def significant_event(gateway: str, sensor: str, prop: str, result: str, observe
         "windowEnd": int(observed_at),
         "emittedAt": int(emitted_at),
         "bindings": [],
-        "triples": [_statement(t) for t in triples],
+        "triples": [_statement(t) for t in triples] if with_triples else None,
         "sensor": sensor,
         "property": prop,
         "result": result,
