@@ -10,18 +10,18 @@ The caller (runtime.py, under the engine lock) hands ``Handled.events`` to the o
 writer (outbox_writer.py) and releases ``Handled.acks`` when the writer says they may go.
 The acknowledgements travel with the result because a sensor message on the persistent
 local session is acknowledged only once what it caused is durable: whatever must be
-durable first sits between this pipeline and the release. Today that is the events in
-the outbox; a journal of what entered the engine (``Handled.entered``, for windows that
-survive a crash) goes in the same place, before the release.
+durable first sits between this pipeline and the release: the events in the outbox and,
+in the same transaction, the journal row of what entered the engine (``Handled.entered``;
+window_journal.py), so that windows survive a crash.
 
 A config change runs through here too (``reconfigure``): static triples it adds can
 complete matches at once, and their events take the same way to the outbox.
 """
 from __future__ import annotations
 
-import time
 from typing import Any, NamedTuple, Sequence
 
+from edgewave.agent.agent_clock import CLOCK
 from edgewave.agent.config import AgentSettings
 from edgewave.agent.engine import Engine, Match
 from edgewave.agent.intake import Intake, Rejection, SensorEvent
@@ -44,8 +44,7 @@ class Handled(NamedTuple):
     entered: SensorEvent | None    # the triples that entered the engine, with stream and time
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
+_now_ms = CLOCK.wall_ms      # emittedAt: the same clock as arrival times (agent_clock.py)
 
 
 class Pipeline:
@@ -90,9 +89,9 @@ class Pipeline:
 
     def match_events(self, matches: Sequence[Match], emitted_ms: int) -> list[Event]:
         """One uplink event per match, in the order the engine completed them."""
-        gateway = self.gateway
+        gateway, content = self.gateway, self.settings.uplink.match_content
         return [match_event(gateway, m.pattern, m.bindings, m.start, m.end, m.triples, emitted_ms,
-                            entailed=m.entailed) for m in matches]
+                            entailed=m.entailed, content=content) for m in matches]
 
     def _significant(self, triples: Sequence[tuple[str, str, str]], matches: Sequence[Match], arrival_ms: int,
                      emitted_ms: int, events: list[Event]) -> None:
@@ -106,7 +105,8 @@ class Pipeline:
             decision = self.significance.decide(obs, arrival_ms)
             if decision == FORWARD:
                 events.append(significant_event(self.gateway, obs.sensor, obs.property, obs.result, arrival_ms,
-                                                obs.triples, emitted_ms))
+                                                obs.triples, emitted_ms,
+                                                with_triples=self.settings.uplink.significant_triples))
             else:
                 self.counters.add(decision)
 

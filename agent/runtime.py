@@ -21,9 +21,9 @@ config_apply.py, the status through status.py. Threads and who owns what:
 - the *uplink thread* times PUBACK deletes and the backlog (uplink.py); the *status
   thread* publishes the status and retries the events the disk refused.
 
-Start-up order matters: the outbox and the last applied config are loaded and the
-engine built *before* any connection, so a restarted gateway matches with the patterns
-it had, even while the cloud is unreachable.
+Start-up order matters: the outbox and the last applied config are loaded, the engine
+built and its windows restored from the journal (window_journal.py) *before* any
+connection, so a restarted gateway matches with the patterns and windows it had.
 """
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from edgewave.agent.agent_clock import CLOCK
 from edgewave.agent.config import AgentSettings
 from edgewave.agent.config_apply import ConfigApplier
 from edgewave.agent.config_store import ConfigStore
@@ -53,10 +54,7 @@ from edgewave.shared import topics
 log = logging.getLogger("edgewave.agent")
 
 _SENSOR, _CONFIG, _RELOAD, _STOP = "sensor", "config", "reload", "stop"
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
+_now_ms = CLOCK.wall_ms      # stream time: the wall clock (tests may shift it, agent_clock.py)
 
 
 class Agent:
@@ -94,7 +92,7 @@ class Agent:
         self.cloud = cloud_link(s, network, self._on_cloud_message, self._on_cloud_connected)
         self.uplink = Uplink(self.outbox, self.cloud, topics.events_topic(gw),
                              max_inflight=s.outbox.max_inflight, max_rate_per_s=s.outbox.max_rate_per_s,
-                             resend_after_s=s.outbox.resend_after_s)
+                             resend_after_s=s.outbox.resend_after_s, batch=s.uplink.batch)
         self.cloud.on_published = self.uplink.on_published
         self.configs.cloud = self.reporter.cloud = self.cloud
         self.reporter.uplink = self.uplink
@@ -122,6 +120,7 @@ class Agent:
             self.configs.store = ConfigStore(s.data_path(s.config.store), keep=s.config.keep)
         if self.pipeline.engine is None:
             self.configs.load()
+            self.writer.journal.restore(self.outbox, self.pipeline, self.configs)
 
     def wait_for_storage(self, stop: threading.Event) -> bool:
         """``open_storage``, retried while the disk refuses it (storage.py); False if ``stop`` is set first."""
@@ -214,27 +213,28 @@ class Agent:
                 self._backlog -= 1
 
     def _handle(self, item: tuple) -> None:
-        """One work item, under ``_engine_lock``, in one direction: pipeline (or config) ->
-        outbox writer -> uplink -> the acknowledgements the writer releases. A failure is
-        counted and logged and the agent goes on; the message is acknowledged either way:
-        redelivering it would only fail again."""
-        kind = item[0]
+        """One work item, under ``_engine_lock``, in one direction: pipeline (or config) -> outbox
+        writer (events, and the journal row that entered the engine) -> uplink -> the released acks.
+        A failure is counted and logged; the message is acknowledged either way (it would fail again)."""
+        kind, entry = item[0], None
         acks: tuple[Ack, ...] = ()
         try:
             if kind == _SENSOR:
-                acks = () if item[4] is None else (item[4],)
-                handled = self.pipeline.handle(item[1], item[2], item[3], item[4])
-                acks, events = handled.acks, handled.events
+                acks, events = (() if item[4] is None else (item[4],)), ()
+                if not self.writer.journal.redelivered(item[1], item[2], item[4]):   # else restored already
+                    handled = self.pipeline.handle(item[1], item[2], item[3], item[4])
+                    acks, events = handled.acks, handled.events
+                    entry = self.writer.journal.entry(item[1], item[2], handled.entered)
             elif kind == _CONFIG:
                 events = self.configs.apply_pushed(item[1])
             elif kind == _RELOAD:
                 events = self.configs.reload()
             else:
                 return
-            if events:   # into the outbox; what is on disk now to the uplink (at once on the network thread)
-                fresh = self.writer.write(events)
-                if fresh and self.uplink is not None:
-                    self.uplink.notify(fresh)
+            # into the outbox; what is on disk now to the uplink (at once on the network thread)
+            fresh = self.writer.write(events, entry)
+            if fresh and self.uplink is not None:
+                self.uplink.notify(fresh)
         except Exception as exc:   # one bad message or document must not stop the agent
             self._errors.count(kind, exc)
         for ack in self.writer.release(acks):

@@ -30,9 +30,13 @@ A PUBACK with a failure reason (MQTT 5, e.g. "not authorized") means the broker 
 take the event: it stays in the outbox and is retried after ``resend_after_s``, one event
 at a time until the broker accepts again, so nothing is lost or reordered by a refusal.
 
-Several events in one MQTT message (a batch) fit the same design: the outbox keeps one
-row per event, so ``_publish_some`` would send a run of rows as one message and map its
-message id to all of their seqs; order, resending and deletion stay per row.
+Several events go in one MQTT message (a batch, ``uplink.batch``; which rows go together
+is uplink_batch.py's to say): the outbox keeps one row per event, ``_publish_some`` sends
+a run of rows as one message and maps its message id to all of their seqs, so order,
+resending and deletion stay per row. Rows read but not yet sent (a significant
+observation waiting ``linger_ms`` for company) wait in memory and in the outbox; a match
+never waits. ``max_inflight`` and ``max_rate_per_s`` count messages; ``forwarded`` counts
+events, ``bytes_forwarded`` the payload bytes put on the wire.
 """
 from __future__ import annotations
 
@@ -43,7 +47,9 @@ import time
 from collections.abc import Sequence
 from typing import Any, Callable, Protocol
 
+from edgewave.agent.config import UplinkBatchSettings
 from edgewave.agent.outbox import Outbox
+from edgewave.agent.uplink_batch import Batcher
 
 log = logging.getLogger("edgewave.agent.uplink")
 
@@ -64,7 +70,9 @@ class Uplink:
     ACK_BATCH_S = 0.05
 
     def __init__(self, outbox: Outbox, link: Publisher, topic: str, *, max_inflight: int,
-                 max_rate_per_s: float, resend_after_s: float = 10.0) -> None:
+                 max_rate_per_s: float, resend_after_s: float = 10.0,
+                 batch: UplinkBatchSettings | None = None) -> None:
+        """``batch``: several events a message; None publishes one JSON event a message."""
         self.outbox = outbox
         self.link = link
         self.topic = topic
@@ -74,8 +82,11 @@ class Uplink:
         self.forwarded = 0
         self.bytes_forwarded = 0
         self.broker_rejected = 0
-        self._inflight: dict[int, int] = {}          # mid -> outbox seq
+        self._inflight: dict[int, list[int]] = {}    # mid -> the outbox seqs it carries
         self._sizes: dict[int, int] = {}             # mid -> payload bytes
+        self._inflight_events = 0
+        self._batcher = Batcher(batch)               # rows read, not yet published
+        self._flushing = False                       # shutting down: nothing waits
         self._last_seq = 0                           # highest seq handed to paho
         self._generation = outbox.generation
         self._acks: queue.SimpleQueue[tuple[int, int]] = queue.SimpleQueue()
@@ -83,6 +94,7 @@ class Uplink:
         self._lock = threading.Lock()                # whoever publishes holds it
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._sleep_until = 0.0                      # when the uplink thread wakes by itself
         self._reconnected_at: float | None = None
         self._next_wait = 0.5
         self._hold_until = 0.0                       # after a broker refusal: wait before retrying
@@ -104,8 +116,8 @@ class Uplink:
         try:
             if self.link.connected.is_set() and not self._stop.is_set():
                 self._publish_some(fresh)
-                if self._next_wait < 0.5:   # paced or held back: the uplink thread goes on later
-                    self._wake.set()
+                if time.monotonic() + self._next_wait < self._sleep_until:
+                    self._wake.set()        # paced, held back or lingering: the uplink thread goes on sooner
             else:
                 self._wake.set()
         except Exception:  # the outbox still holds the events: the uplink thread retries
@@ -131,7 +143,8 @@ class Uplink:
 
     @property
     def inflight(self) -> int:
-        return len(self._inflight)
+        """Events published and not yet acknowledged."""
+        return self._inflight_events
 
     # -- the thread ------------------------------------------------------------------------
     def start(self) -> None:
@@ -147,19 +160,26 @@ class Uplink:
     def drain(self, timeout: float) -> bool:
         """Wait until the outbox is empty and nothing is in flight (or ``timeout``)."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.outbox.stats().depth == 0 and not self._inflight:
-                return True
-            if not self.link.connected.is_set():
-                return False
-            self._wake.set()
-            time.sleep(0.02)
-        return False
+        self._flushing = True            # events waiting for company go now
+        try:
+            while time.monotonic() < deadline:
+                if self.outbox.stats().depth == 0 and not self._inflight:
+                    return True
+                if not self.link.connected.is_set():
+                    return False
+                self._wake.set()
+                time.sleep(0.02)
+            return False
+        finally:
+            self._flushing = False
 
     def _run(self) -> None:
         while not self._stop.is_set():
             in_flight = bool(self._inflight)
-            self._wake.wait(timeout=min(self._next_wait, self.ACK_BATCH_S) if in_flight else self._next_wait)
+            timeout = min(self._next_wait, self.ACK_BATCH_S) if in_flight else self._next_wait
+            self._sleep_until = time.monotonic() + timeout
+            self._wake.wait(timeout=timeout)
+            self._sleep_until = 0.0
             self._wake.clear()
             self._next_wait = 0.5
             try:
@@ -192,22 +212,23 @@ class Uplink:
                 mid, reason = self._acks.get_nowait()
             except queue.Empty:
                 break
-            seq = self._inflight.pop(mid, None)
+            seqs = self._inflight.pop(mid, None)
             size = self._sizes.pop(mid, 0)
-            if seq is None:
+            if seqs is None:
                 continue
+            self._inflight_events -= len(seqs)
             if reason >= 0x80:
                 # The broker refused it (e.g. not authorised, quota): keep it, retry later.
-                self.broker_rejected += 1
-                log.error("uplink event=broker_rejected seq=%d reason_code=%d action='keep, retry in %.0fs'",
-                          seq, reason, self.resend_after_s)
-                self._last_seq = min(self._last_seq, seq - 1)
+                self.broker_rejected += len(seqs)
+                log.error("uplink event=broker_rejected seq=%d events=%d reason_code=%d action='keep, retry in %.0fs'",
+                          seqs[0], len(seqs), reason, self.resend_after_s)
+                self._rewind(seqs[0] - 1)
                 self._hold_until = time.monotonic() + self.resend_after_s
                 self._probing = True
                 continue
             self._probing = False
-            done.append(seq)
-            self.forwarded += 1
+            done.extend(seqs)
+            self.forwarded += len(seqs)
             self.bytes_forwarded += size
         if done or self._undeleted:
             # A failed delete (disk full) is retried with the next acks; the rows must not
@@ -229,13 +250,23 @@ class Uplink:
         self._tokens -= 1.0
         return True
 
+    def _rewind(self, seq: int) -> None:
+        """Publishing goes on after ``seq``: what was read after it is read again."""
+        self._last_seq = min(self._last_seq, seq)
+        self._batcher.clear()
+
+    def _forget_inflight(self) -> None:
+        self._inflight.clear()
+        self._sizes.clear()
+        self._inflight_events = 0
+
     def _publish_some(self, fresh: Sequence[tuple[int, bytes]] = ()) -> None:
         if self.outbox.generation != self._generation:
             # The outbox file was replaced (corrupt): its sequence numbers start over.
             self._generation = self.outbox.generation
-            self._inflight.clear()
-            self._sizes.clear()
+            self._forget_inflight()
             self._last_seq = 0
+            self._batcher.clear()
         if self._reconnected_at is not None:
             if self._inflight:
                 if time.monotonic() - self._reconnected_at < self.resend_after_s:
@@ -251,31 +282,55 @@ class Uplink:
         room = (1 if self._probing else self.max_inflight) - len(self._inflight)
         if room <= 0:
             return
-        if (fresh and fresh[0][0] == self._last_seq + 1 and len(fresh) <= room
+        batcher = self._batcher
+        tail = batcher.tail or self._last_seq
+        want = min(room * batcher.max_events - len(batcher), batcher.room)
+        read_all = False
+        if (fresh and fresh[0][0] == tail + 1 and len(fresh) <= batcher.room
                 and fresh[-1][0] - fresh[0][0] == len(fresh) - 1):
-            # Exactly the events just stored, and nothing older is waiting.
-            rows: Sequence[tuple[int, bytes]] = fresh
-        else:
-            rows = [(row.seq, row.payload) for row in self.outbox.pending_after(self._last_seq, room)]
-        for seq, payload in rows:
+            # Exactly the events just stored, and nothing older is waiting in the outbox.
+            batcher.add(fresh)
+        elif want > 0:
+            rows = self.outbox.pending_after(tail, want)
+            batcher.add((row.seq, row.payload) for row in rows)
+            read_all = len(rows) == want
+        now = time.monotonic()
+        while room > 0:
+            count = batcher.ready(now, flush=self._flushing or self._stop.is_set(),
+                                  limit=1 if self._probing else None)
+            if not count:
+                if len(batcher):
+                    self._wake_later(batcher.wait_s(now))     # they wait for company
+                break
             if not self._take_token():
                 self._wake_later(1.0 / self.max_rate)
                 return
             if not self.link.connected.is_set():
                 return
-            info = self.link.publish(self.topic, payload, qos=1)
-            self._inflight[info.mid] = seq
+            taken = batcher.take(count)
+            try:
+                payload, sent = batcher.encode(taken)
+                info = self.link.publish(self.topic, payload, qos=1)
+            except BaseException:
+                batcher.put_back(taken)
+                raise
+            if sent < len(taken):
+                batcher.put_back(taken[sent:])
+            seqs = [row.seq for row in taken[:sent]]
+            self._inflight[info.mid] = seqs
             self._sizes[info.mid] = len(payload)
-            self._last_seq = seq
-        if len(rows) == room:
+            self._inflight_events += len(seqs)
+            self._last_seq = seqs[-1]
+            room -= 1
+        if room == 0 or read_all:
             self._wake.set()   # more may be waiting once acks arrive; look again soon
 
     def _resend_unacknowledged(self) -> None:
-        stale = sorted(self._inflight.values())
+        stale = sorted(seq for seqs in self._inflight.values() for seq in seqs)
         log.warning("uplink event=resend count=%d reason='no PUBACK %.0fs after reconnect'",
                     len(stale), self.resend_after_s)
-        self._inflight.clear()
-        self._sizes.clear()
+        self._forget_inflight()
+        self._batcher.clear()
         self._last_seq = stale[0] - 1 if stale else self._last_seq
 
     def _wake_later(self, delay: float) -> None:

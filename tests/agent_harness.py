@@ -23,6 +23,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from edgewave.shared import configdoc, topics
+from edgewave.shared.uplink_batch import decode_batch, is_batch
 
 GATEWAY = "gw1"
 KEY = "test-key-gw1"
@@ -174,6 +175,7 @@ class CloudWatcher:
 
     def __init__(self, broker: Any, gateway: str = GATEWAY, client_id: str = "test-cloud-watcher") -> None:
         self.events: list[dict] = []
+        self.event_messages: list[tuple[int, int]] = []   # (events, payload bytes) of each message
         self.acks: list[dict] = []
         self.statuses: list[dict] = []
         self.lock = threading.Lock()
@@ -193,11 +195,16 @@ class CloudWatcher:
     def _on_message(self, c, u, msg) -> None:  # noqa: ANN001
         if not msg.payload:
             return
+        if msg.topic.endswith("/events"):
+            # one JSON event, or a batch of them (shared/uplink_batch.py)
+            docs = decode_batch(msg.payload) if is_batch(msg.payload) else [json.loads(msg.payload)]
+            with self.lock:
+                self.events.extend(docs)
+                self.event_messages.append((len(docs), len(msg.payload)))
+            return
         doc = json.loads(msg.payload)
         with self.lock:
-            if msg.topic.endswith("/events"):
-                self.events.append(doc)
-            elif msg.topic.endswith("/ack"):
+            if msg.topic.endswith("/ack"):
                 self.acks.append(doc)
             else:
                 self.statuses.append(doc)
