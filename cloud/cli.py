@@ -113,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="schema file (Turtle, N-Triples, RDF/XML, N3 or JSON-LD, by extension), repeatable")
     make.add_argument("--static", type=Path, action="append", default=[], help="static triples (same formats), repeatable")
     make.add_argument("--query", type=Path, action="append", default=[], help="RSP-QL pattern (.rq), repeatable")
+    make.add_argument("--significance", type=Path, action="append", default=[],
+                      help="significance rules (ew:SignificanceRule nodes, Turtle or TriG), repeatable")
     make.add_argument("--out", type=Path, help="output file (default stdout)")
     return parser
 
@@ -211,9 +213,16 @@ def _make_config(args: argparse.Namespace) -> int:
             patterns[name] = text
         schema = sorted(set(triples(args.schema)))
         static = triples(args.static)
+        rules: list[configdoc.SignificanceRule] = []
+        for path in args.significance:
+            try:
+                rules += configdoc.load_config_document(read_text(path), "trig" if path.suffix == ".trig" else
+                                                        "turtle").significance
+            except configdoc.ConfigRejected as exc:
+                return refuse(f"{path}: {exc}")
     except RdfFileError as exc:
         return refuse(str(exc))
-    document = configdoc.build_config_document(patterns, schema, static)
+    document = configdoc.build_config_document(patterns, schema, static, rules)
     if args.out:
         args.out.write_text(document, encoding="utf-8")
     else:

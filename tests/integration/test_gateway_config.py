@@ -19,7 +19,8 @@ def _assemble(tmp_path: Path) -> str:
     out = tmp_path / "config.trig"
     queries = [a for q in sorted((REPO / "configs/patterns").glob("*.rq")) for a in ("--query", str(q))]
     subprocess.run([str(BIN / "edgewave-cloud"), "make-config", "--schema", str(REPO / "configs/schema/building.ttl"),
-                    "--static", str(static), *queries, "--out", str(out)], check=True, capture_output=True, cwd=REPO)
+                    "--static", str(static), *queries, "--significance", str(REPO / "configs/significance.ttl"),
+                    "--out", str(out)], check=True, capture_output=True, cwd=REPO)
     return out.read_text()
 
 
@@ -31,6 +32,7 @@ def test_example_config_is_what_make_config_builds(tmp_path):
 def test_example_config_loads_and_its_patterns_run():
     doc = configdoc.load_config_document((REPO / "configs/gateway-config.trig").read_text(), "trig")
     assert set(doc.patterns) == {"fire", "intrusion", "abnormal-patient", "close-friends"}
+    assert {r.property: r.deadband_absolute for r in doc.significance}["<https://edgewave.dev/ns#AirTemperature>"] == 0.5
     for path in (REPO / "configs/patterns").glob("*.rq"):
         query = parse_query(path.read_text())
         assert doc.patterns[query.name] == path.read_text(), f"{path.name} text changed on the way"
@@ -73,12 +75,14 @@ def test_make_config_names_the_file_and_reason_for_unusable_input(tmp_path):
 def test_make_config_reads_files_that_start_with_a_byte_order_mark(tmp_path):
     """As saved by editors on Windows: the document is the one built from the same files without."""
     plain = _assemble(tmp_path)
-    for path in [tmp_path / "gw1.nt", *sorted((REPO / "configs/patterns").glob("*.rq")), REPO / "configs/schema/building.ttl"]:
+    for path in [tmp_path / "gw1.nt", *sorted((REPO / "configs/patterns").glob("*.rq")), REPO / "configs/schema/building.ttl",
+                 REPO / "configs/significance.ttl"]:
         copy = tmp_path / "bom" / path.name
         copy.parent.mkdir(exist_ok=True)
         copy.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
     queries = [a for q in sorted((tmp_path / "bom").glob("*.rq")) for a in ("--query", str(q))]
     out = subprocess.run([str(BIN / "edgewave-cloud"), "make-config", "--schema", str(tmp_path / "bom/building.ttl"),
-                          "--static", str(tmp_path / "bom/gw1.nt"), *queries], capture_output=True, text=True)
+                          "--static", str(tmp_path / "bom/gw1.nt"), *queries,
+                          "--significance", str(tmp_path / "bom/significance.ttl")], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout == plain
