@@ -22,7 +22,7 @@ from edgewave.shared.settings import NOT_A_KEY, SettingsError, bind, load_yaml, 
 
 __all__ = ["AgentSettings", "BrokerSettings", "ConfigSettings", "EngineSettings", "InputSettings",
            "OutboxSettings", "ReconnectSettings", "SessionBrokerSettings", "SettingsError", "SignificanceSettings",
-           "StatusSettings", "TlsSettings", "UplinkBatchSettings", "UplinkSettings", "load_settings",
+           "StateSettings", "StatusSettings", "TlsSettings", "UplinkBatchSettings", "UplinkSettings", "load_settings",
            "settings_from_dict"]
 
 DEFAULT_STREAM_TEMPLATE = "http://example.org/stream/{stream}"
@@ -144,6 +144,18 @@ class ConfigSettings:
 
 
 @dataclass
+class StateSettings:
+    """Durable windows (window_journal.py): what entered the engine survives a crash."""
+
+    # Journal each sensor message the engine takes, with the events it made, in the outbox's
+    # file, and replay it at start. false: windows start empty after every restart.
+    durable_windows: bool = True
+    # The journal holds the longest window's worth of messages; beyond this many payload
+    # bytes the oldest go first (counted as state_truncated).
+    max_bytes: int = setting(32 * 1024 * 1024, minimum=0)
+
+
+@dataclass
 class EngineSettings:
     entailment: bool = True           # RDFS entailment through the epsilon-network
 
@@ -172,6 +184,7 @@ class AgentSettings:
     status: StatusSettings = field(default_factory=StatusSettings)
     config: ConfigSettings = field(default_factory=ConfigSettings)
     engine: EngineSettings = field(default_factory=EngineSettings)
+    state: StateSettings = field(default_factory=StateSettings)
     source: str | None = field(default=None, metadata=NOT_A_KEY)   # the YAML file these came from
 
     def data_path(self, name: str) -> Path:

@@ -21,12 +21,15 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Sequence, TypeVar
 
 import sqlite_utils
 
 from edgewave.shared.sqlite_files import move_aside, open_checked, open_read_write
 
 log = logging.getLogger("edgewave.agent.outbox")
+
+T = TypeVar("T")
 
 DROP_OLDEST = "drop_oldest"
 REFUSE_NEWEST = "refuse_newest"
@@ -178,6 +181,59 @@ class Outbox:
             self._depth += 1
             self._bytes += size
             return int(cur.lastrowid)
+
+    def append_batch(self, rows: Sequence[tuple[str, str, bytes]], also: Callable[[sqlite3.Connection], None] | None,
+                     now_ms: int | None = None) -> list[int | None]:
+        """Store ``rows`` (event id, kind, payload) and run ``also`` on the connection in ONE
+        transaction: either all of it is on disk or none of it. The window journal writes a
+        sensor message's triples this way, with the events they made (window_journal.py).
+        Returns each row's sequence number, or None where the policy refused it. A refusal
+        of the disk (``sqlite3.OperationalError``) is raised with nothing written."""
+        now_ms = _now_ms() if now_ms is None else now_ms
+        with self._lock:
+            for attempt in (1, 2):
+                kept = (self._depth, self._bytes, dict(self._counters), self._expiry_checked_ms)
+                try:
+                    self._conn.execute("BEGIN IMMEDIATE")
+                    seqs = [self._insert(event_id, kind, payload, now_ms) for event_id, kind, payload in rows]
+                    if also is not None:
+                        also(self._conn)
+                    self._conn.execute("COMMIT")
+                    return seqs
+                except BaseException as exc:     # a RecursionError too: never leave the transaction open
+                    if self._conn.in_transaction:
+                        try:
+                            self._conn.execute("ROLLBACK")
+                        except sqlite3.Error:
+                            pass
+                    self._depth, self._bytes, self._counters, self._expiry_checked_ms = kept
+                    if not isinstance(exc, sqlite3.DatabaseError) or isinstance(exc, sqlite3.OperationalError) \
+                            or attempt == 2:
+                        raise        # disk full, I/O: the caller keeps the batch and retries
+                    self._recover(exc)
+        raise AssertionError("unreachable")
+
+    def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """``fn`` on the outbox's connection under its lock (autocommit: ``fn`` opens its own
+        transaction where statements must commit together). Errors are the caller's."""
+        with self._lock:
+            return fn(self._conn)
+
+    def _insert(self, event_id: str, kind: str, payload: bytes, now_ms: int) -> int | None:
+        """One event inside the caller's transaction (bounds and policy as ``append``)."""
+        size = len(payload)
+        self._expire(now_ms)
+        if self._bytes + size > self.max_bytes:
+            if self.policy == REFUSE_NEWEST or size > self.max_bytes:
+                self._count("refused", 1)
+                log.error("outbox event=refused id=%s bytes=%d outbox_bytes=%d max_bytes=%d",
+                          event_id, size, self._bytes, self.max_bytes)
+                return None
+            self._drop_oldest_until(self.max_bytes - size)
+        cur = self._conn.execute(_INSERT, (event_id, kind, now_ms, size, payload))
+        self._depth += 1
+        self._bytes += size
+        return int(cur.lastrowid)
 
     def _drop_oldest_until(self, budget: int) -> None:
         dropped = 0

@@ -231,10 +231,10 @@ class Agent:
                 events = self.configs.reload()
             else:
                 return
-            # into the outbox; what is on disk now to the uplink (at once on the network thread)
-            fresh = self.writer.write(events, entry)
-            if fresh and self.uplink is not None:
-                self.uplink.notify(fresh)
+            if events or entry or kind != _SENSOR:   # a config change may empty the journal
+                fresh = self.writer.write(events, entry)   # on disk now: to the uplink, at once here
+                if fresh and self.uplink is not None:
+                    self.uplink.notify(fresh)
         except Exception as exc:   # one bad message or document must not stop the agent
             self._errors.count(kind, exc)
         for ack in self.writer.release(acks):

@@ -33,8 +33,8 @@ log = logging.getLogger("edgewave.agent")
 # Every counter, present (at 0) from the start so an operator sees what is counted. Each
 # rejection kind has its own: sensor messages by intake reason (agent/intake.py REASONS),
 # config documents as config_rejected (all) and config_rejected_<kind>
-# (agent/reconfigure.py VERDICT_KINDS), and handler_error for a work item that raised
-# past every check.
+# (agent/reconfigure.py VERDICT_KINDS), handler_error for a work item that raised
+# past every check, and state_* for the window journal.
 COUNTER_NAMES = (
     "messages_in", "bytes_in", "malformed", "oversized", "unknown_stream", "quoted_too_deep",
     "too_many_triples", "decoder_error", "handler_error", "queue_full",
@@ -45,6 +45,9 @@ COUNTER_NAMES = (
     "config_rejected_document_too_deep", "config_rejected_parse_error", "config_rejected_invalid",
     "config_rejected_decoder_error", "config_rejected_no_key", "config_rejected_apply_failed",
     "outbox_write_failed", "outbox_unwritten_dropped",
+    # durable windows (window_journal.py)
+    "state_restored", "state_replayed_matches", "redelivered_skipped", "state_discarded", "state_clock_unknown",
+    "state_truncated", "state_unwritten_dropped",
 )
 
 

@@ -1,0 +1,394 @@
+"""Durable windows: what entered the engine, journaled with the events it made, replayed at start.
+
+The engine's windows live in memory. Without this journal a crash (``kill -9``, power, OOM)
+loses them: a fire whose smoke alarm arrived before the crash and whose hot reading arrived
+after it never matches, because the smoke message was acknowledged to the local broker
+once handled and is not delivered again.
+
+What makes it exact:
+
+- **One durable step.** A sensor message's journal row (stream, arrival time, payload) is
+  written in the same SQLite transaction as the events it made, in the outbox's file
+  (``Outbox.append_batch``), and its acknowledgement goes only after that commit. So a
+  message is either journaled *and* its events stored, or neither (and then unacknowledged:
+  the local broker delivers it again). A separate file could not give that: SQLite
+  transactions across attached WAL databases are not atomic.
+- **Replay without re-sending.** At start, before any connection, the journal's rows are
+  pushed into the fresh engine with their arrival times; the matches they complete were
+  stored with those very rows, so they are dropped (counted as ``state_replayed_matches``),
+  never stored again. The cloud's dedup by event id stays the second line.
+- **Redeliveries are recognised.** A message handled and journaled whose acknowledgement
+  had not reached the broker at the crash is delivered again (MQTT DUP) first thing on the
+  resumed session. Its triples are already in the restored windows: handling it again
+  would make its matches twice, with new ids (arrival times differ). The digests of the
+  journal's messages are kept from the restore until the first message that is not one of
+  them (redeliveries come first, in order); such a message is acknowledged and skipped
+  (``redelivered_skipped``).
+- **Bounded.** Rows older than the longest window of the running config are deleted (about
+  once a second of stream time, inside a write), and beyond ``state.max_bytes`` the oldest
+  rows go too (``state_truncated``). Messages on streams no window reads are not journaled.
+- **One config.** The journal belongs to one config version and engine: a config change
+  (push, rollback, a failed swap's rebuild) empties it. The running engine keeps its windows
+  across a swap as before (by difference); only after a crash are the windows from before
+  the last config change gone.
+- **Bad state never stops the gateway.** A journal from another format, agent version or
+  config version, with a row that does not decode, or whose clock cannot be trusted is
+  discarded with one log line and ``state_discarded``; a damaged file is moved aside with
+  the outbox (outbox.py).
+- **Time** (agent_clock.py). On the same boot, restored windows age by the true time the
+  agent was down (the boot clock), whatever the wall clock did: the restored rows are moved
+  onto the current wall clock keeping their age, so stream time keeps following the wall
+  clock (events are compared with the cloud's clock) and never goes back in the engine. On
+  another boot the wall clock is all there is: the windows age by it, and if it is earlier
+  than the journal's last row (no battery-backed clock) the windows are discarded.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import sqlite3
+from collections import Counter, deque
+from importlib import metadata
+from typing import TYPE_CHECKING, Callable, NamedTuple
+
+from edgewave.agent.agent_clock import CLOCK, AgentClock
+from edgewave.agent.engine import parse_query
+from edgewave.shared import ntriples
+
+if TYPE_CHECKING:
+    from edgewave.agent.config import AgentSettings
+    from edgewave.agent.config_apply import ConfigApplier
+    from edgewave.agent.intake import SensorEvent
+    from edgewave.agent.mqtt_link import Ack
+    from edgewave.agent.outbox import Outbox
+    from edgewave.agent.pipeline import Pipeline
+    from edgewave.agent.reconfigure import CompiledConfig
+    from edgewave.agent.status import Counters
+
+log = logging.getLogger("edgewave.agent.journal")
+
+JOURNAL_FORMAT = "1"          # the tables' layout and the meaning of their columns
+CLOCK_TOLERANCE_MS = 1000     # wall and boot clocks drift apart by less; smaller shifts are left alone
+PRUNE_EVERY_MS = 1000         # stream time between two deletions of expired rows
+MARK_EVERY_MS = 100           # granularity of the in-memory (seq, time, bytes) marks pruning uses
+
+_TABLES = ("CREATE TABLE IF NOT EXISTS journal (seq INTEGER PRIMARY KEY, arrival_ms INTEGER NOT NULL, "
+           "boot_ms INTEGER NOT NULL, stream TEXT NOT NULL, digest BLOB NOT NULL, payload BLOB NOT NULL)",
+           "CREATE TABLE IF NOT EXISTS journal_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+_INSERT = "INSERT INTO journal (seq, arrival_ms, boot_ms, stream, digest, payload) VALUES (?, ?, ?, ?, ?, ?)"
+
+
+def engine_version() -> str:
+    """The agent's version: a journal written by another one is not replayed."""
+    try:
+        return metadata.version("edgewave")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def message_digest(topic: str, payload: bytes) -> bytes:
+    return hashlib.blake2b(payload, digest_size=8, key=topic.encode()[:64]).digest()
+
+
+class JournalEntry(NamedTuple):
+    """One sensor message as it entered the engine."""
+
+    arrival_ms: int
+    boot_ms: int
+    stream: str
+    digest: bytes
+    payload: bytes
+
+
+class Discarded(Exception):
+    """The journal cannot be replayed; the reason is logged and counted."""
+
+
+class WindowJournal:
+    """The journal of one agent; one caller at a time (the engine lock), and ``restore`` at start."""
+
+    def __init__(self, settings: AgentSettings, counters: Counters, clock: AgentClock = CLOCK) -> None:
+        self.enabled = settings.state.durable_windows
+        self.max_bytes = settings.state.max_bytes
+        self.counters = counters
+        self.clock = clock
+        self.outbox: Outbox | None = None
+        self.config_version: int | None = None
+        self._configs: ConfigApplier | None = None     # whose applied config the journal follows
+        self._pipeline: Pipeline | None = None
+        self._applied: CompiledConfig | None = None
+        self._engine: object | None = None
+        self._streams: frozenset[str] | None = frozenset()    # streams windows read; None: every one
+        self._width_ms = 0
+        self._generation = -1          # the outbox file the tables were made in
+        self._reset = True             # empty the journal and write its meta with the next transaction
+        self._next_seq = 1
+        self._bytes = 0                # payload bytes in the table
+        self._written = 0              # payload bytes ever written (marks count in it)
+        self._marks: deque[tuple[int, int, int]] = deque()   # (last seq, arrival_ms, _written) so far
+        self._prune_at = 0
+        self._pruned: tuple[int, int, bool] | None = None   # (last seq, bytes, early) the open transaction deletes
+        self._redelivered: Counter[bytes] | None = None
+
+    # -- the running agent (engine lock) ---------------------------------------------------------
+    def entry(self, topic: str, payload: bytes, entered: SensorEvent | None) -> JournalEntry | None:
+        """The row for a message the engine took, or None (off, rejected, or a stream no window reads)."""
+        if not self.enabled or entered is None:
+            return None
+        self._follow()
+        streams = self._streams
+        if streams is not None and entered.stream not in streams:
+            return None
+        return JournalEntry(entered.arrival_ms, self.clock.boot_ms(), entered.stream,
+                            message_digest(topic, payload), payload)
+
+    def redelivered(self, topic: str, payload: bytes, ack: Ack | None) -> bool:
+        """True for a message delivered again after a crash that the restored windows already
+        hold (see the module docstring); its acknowledgement may go at once."""
+        waiting = self._redelivered
+        if waiting is None or ack is None:
+            return False
+        digest = message_digest(topic, payload)
+        if not waiting.get(digest):
+            self._redelivered = None       # past the redeliveries: nothing more to recognise
+            return False
+        waiting[digest] -= 1
+        self.counters.add("redelivered_skipped")
+        return True
+
+    def statement(self, entry: JournalEntry | None) -> Callable[[sqlite3.Connection], None] | None:
+        """What to run inside the outbox transaction that stores ``entry``'s events."""
+        if not self.enabled:
+            return None
+        self._follow()
+        if entry is None and not self._reset:
+            return None
+
+        def write(conn: sqlite3.Connection) -> None:
+            assert self.outbox is not None
+            if self._generation != self.outbox.generation or self._reset:
+                self._prepare(conn)
+            if entry is None:
+                return
+            conn.execute(_INSERT, (self._next_seq, *entry))
+            if entry.arrival_ms >= self._prune_at:
+                self._prune(conn, entry)
+
+        return write
+
+    def committed(self, entry: JournalEntry | None) -> None:
+        """The transaction that ran ``statement(entry)`` committed."""
+        assert self.outbox is not None
+        pruned, self._pruned = self._pruned, None
+        if self._generation != self.outbox.generation or self._reset:
+            self._generation, self._reset = self.outbox.generation, False
+            self._bytes = self._written = 0
+            self._marks.clear()
+            pruned = None
+        if pruned is not None:
+            upto, freed, truncated = pruned
+            if truncated:
+                self.counters.add("state_truncated")
+            while self._marks and self._marks[0][0] <= upto:
+                self._marks.popleft()
+            self._bytes -= freed
+        if entry is None:
+            return
+        size = len(entry.payload)
+        self._bytes += size
+        self._written += size
+        marks = self._marks
+        if marks and entry.arrival_ms - marks[-1][1] < MARK_EVERY_MS:
+            marks[-1] = (self._next_seq, marks[-1][1], self._written)
+        else:
+            marks.append((self._next_seq, entry.arrival_ms, self._written))
+        self._next_seq += 1
+
+    def _prepare(self, conn: sqlite3.Connection) -> None:
+        for sql in _TABLES:
+            conn.execute(sql)
+        conn.execute("DELETE FROM journal")
+        conn.execute("DELETE FROM journal_meta")
+        conn.executemany("INSERT INTO journal_meta (name, value) VALUES (?, ?)", self._meta().items())
+
+    def _meta(self) -> dict[str, str]:
+        return {"format": JOURNAL_FORMAT, "engine": engine_version(),
+                "config_version": str(self.config_version), "boot_id": self.clock.boot_id}
+
+    def _prune(self, conn: sqlite3.Connection, newest: JournalEntry) -> None:
+        """Delete the rows no window can hold any more (older than the longest window before
+        ``newest``), and the oldest beyond ``max_bytes``: whole marks, one range delete."""
+        self._prune_at = newest.arrival_ms + PRUNE_EVERY_MS
+        cutoff = newest.arrival_ms - self._width_ms
+        base = self._written - self._bytes              # bytes written before the table's first row
+        over = self._bytes + len(newest.payload) - self.max_bytes
+        upto = freed = 0
+        truncated = False
+        for seq, arrival, written in self._marks:
+            if arrival + MARK_EVERY_MS <= cutoff:
+                pass                                    # every row of the mark is out of every window
+            elif freed < over:
+                truncated = True                        # still in a window, but the journal is full
+            else:
+                break
+            upto, freed = seq, written - base
+        if not upto:
+            return
+        conn.execute("DELETE FROM journal WHERE seq <= ?", (upto,))
+        self._pruned = (upto, freed, truncated)
+
+    def failed(self) -> None:
+        """The transaction did not commit: nothing it did happened."""
+        self._pruned = None
+        self._prune_at = 0
+
+    def _follow(self) -> None:
+        """A config change (push, rollback) or a rebuilt engine (a failed swap) starts an empty
+        journal, written with the next transaction: the journal holds one config's windows."""
+        configs, pipeline = self._configs, self._pipeline
+        if configs is None or pipeline is None:
+            return
+        applied, engine = configs.applied, pipeline.engine
+        if applied is self._applied and engine is self._engine:
+            return
+        version = applied.version if applied else None
+        changed = version != self.config_version or engine is not self._engine
+        self._applied, self._engine, self.config_version = applied, engine, version
+        self._streams, self._width_ms = windows_of(applied)
+        if changed:
+            self._reset = True
+            self._redelivered = None
+
+    # -- start-up ---------------------------------------------------------------------------
+    def restore(self, outbox: Outbox, pipeline: Pipeline, configs: ConfigApplier) -> None:
+        """Replay the journal into ``pipeline``'s fresh engine (before any connection). What
+        cannot be replayed is discarded, logged and counted; a disk that refuses reads
+        raises ``sqlite3.OperationalError`` (start-up waits for it, storage.py)."""
+        self.outbox, self._pipeline, self._configs = outbox, pipeline, configs
+        self._follow()
+        if outbox.moved_aside is not None:
+            self._discard(f"the outbox file was damaged and moved aside to {outbox.moved_aside}", 0)
+        if not self.enabled:
+            outbox.run(lambda conn: [conn.execute(f"DROP TABLE IF EXISTS {t}") for t in ("journal", "journal_meta")])
+            return
+        try:
+            rows, meta = outbox.run(self._read)
+        except sqlite3.OperationalError:
+            raise
+        except sqlite3.DatabaseError as exc:
+            self._discard(f"unreadable: {exc}", 0)
+            return
+        if not rows and not meta:
+            return                              # a fresh file: the first write makes the tables
+        try:
+            self._check(meta)
+            self._replay(rows, meta, outbox, pipeline)
+        except Discarded as why:
+            self._discard(str(why), len(rows))
+
+    @staticmethod
+    def _read(conn: sqlite3.Connection) -> tuple[list[tuple], dict[str, str]]:
+        tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "journal" not in tables or "journal_meta" not in tables:
+            return [], {}
+        meta = {str(k): str(v) for k, v in conn.execute("SELECT name, value FROM journal_meta")}
+        rows = conn.execute("SELECT seq, arrival_ms, boot_ms, stream, digest, payload FROM journal "
+                            "ORDER BY seq").fetchall()
+        return rows, meta
+
+    def _check(self, meta: dict[str, str]) -> None:
+        mine = self._meta()
+        for name in ("format", "engine", "config_version"):
+            if meta.get(name) != mine[name]:
+                raise Discarded(f"{name} {meta.get(name)!r} is not this agent's {mine[name]!r}")
+
+    def _replay(self, rows: list[tuple], meta: dict[str, str], outbox: Outbox, pipeline: Pipeline) -> None:
+        if not rows:
+            return
+        decoded = []
+        last_arrival = -1
+        for seq, arrival, boot, stream, digest, payload in rows:
+            if not (isinstance(seq, int) and isinstance(arrival, int) and isinstance(boot, int)
+                    and isinstance(stream, str) and isinstance(digest, bytes) and isinstance(payload, bytes)):
+                raise Discarded(f"row {seq!r} has columns of the wrong type")
+            if arrival < last_arrival:
+                raise Discarded(f"row {seq} goes back in time ({arrival} < {last_arrival})")
+            last_arrival = arrival
+            errors: list = []
+            try:
+                triples = list(ntriples.parse_lines(payload.decode("utf-8").split("\n"), errors=errors))
+            except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+                raise Discarded(f"row {seq} does not decode: {exc}") from None
+            if errors or not triples:
+                raise Discarded(f"row {seq} does not decode: {errors[0] if errors else 'no statement'}")
+            decoded.append((seq, arrival, stream, digest, triples, len(payload)))
+        wall, boot_now = self.clock.wall_ms(), self.clock.boot_ms()
+        last_boot = rows[-1][2]
+        same_boot = bool(meta.get("boot_id")) and meta.get("boot_id") == self.clock.boot_id
+        if same_boot and boot_now >= last_boot:
+            elapsed = boot_now - last_boot
+            shift = wall - elapsed - last_arrival
+            if abs(shift) <= CLOCK_TOLERANCE_MS:
+                shift = 0
+        else:
+            elapsed = wall - last_arrival
+            if elapsed < -CLOCK_TOLERANCE_MS:
+                self.counters.add("state_clock_unknown")
+                raise Discarded(f"another boot, and the wall clock ({wall}) is {-elapsed} ms earlier than the "
+                                "journal's last row: the time the agent was down is unknown")
+            shift = 0
+        now = max(wall, last_arrival + shift)
+        cutoff = now - self._width_ms
+        engine = pipeline.engine
+        assert engine is not None
+        replayed = matches = 0
+        kept = [row for row in decoded if row[1] + shift >= cutoff]
+        for seq, arrival, stream, digest, triples, size in kept:
+            ts = arrival + shift
+            matches += len(engine.push_many([(ts, t) for t in triples], stream))
+            replayed += 1
+        if kept:
+            pipeline.last_arrival_ms = max(pipeline.last_arrival_ms, last_arrival + shift)
+        first_kept = kept[0][0] if kept else rows[-1][0] + 1
+        boot_offset = boot_now - wall
+
+        def rewrite(conn: sqlite3.Connection) -> None:
+            conn.execute("DELETE FROM journal WHERE seq < ?", (first_kept,))
+            if shift or not same_boot:
+                conn.execute("UPDATE journal SET arrival_ms = arrival_ms + ?, boot_ms = arrival_ms + ? + ?",
+                             (shift, shift, boot_offset))
+            conn.execute("INSERT OR REPLACE INTO journal_meta (name, value) VALUES ('boot_id', ?)",
+                         (self.clock.boot_id,))
+
+        outbox.append_batch([], rewrite)
+        self._generation, self._reset = outbox.generation, False
+        self._next_seq = rows[-1][0] + 1
+        for seq, arrival, stream, digest, triples, size in kept:
+            self._written += size
+            self._marks.append((seq, arrival + shift, self._written))
+        self._bytes = self._written
+        self._redelivered = Counter(row[3] for row in decoded)
+        self.counters.add("state_restored", replayed)
+        self.counters.add("state_replayed_matches", matches)
+        log.info("journal event=restored messages=%d expired=%d replayed_matches=%d boot=%s down_ms=%d shift_ms=%d",
+                 replayed, len(rows) - replayed, matches, "same" if same_boot else "other", elapsed, shift)
+
+    def _discard(self, reason: str, rows: int) -> None:
+        """One log line and a count; the journal starts empty with the next write."""
+        self.counters.add("state_discarded")
+        self._reset = True
+        log.error("journal event=state_discarded rows=%d reason=%r consequence=%r", rows, reason,
+                  "windows start empty; events already stored are still sent")
+
+
+def windows_of(config: CompiledConfig | None) -> tuple[frozenset[str] | None, int]:
+    """The streams the config's windows read (None: every stream) and the longest window (ms)."""
+    if config is None:
+        return frozenset(), 0
+    streams: set[str | None] = set()
+    width = 0
+    for text in config.patterns.values():
+        for window in parse_query(text).windows.values():
+            width = max(width, window.width_ms)
+            streams.update(window.streams())
+    return (None if None in streams else frozenset(s for s in streams if s is not None)), width

@@ -1,0 +1,242 @@
+"""Durable windows (agent/window_journal.py), in process: an agent's storage opened twice on
+the same data directory, the first never closed (as after ``kill -9``). What a sensor message
+put into the engine comes back into the next engine, the matches it had already made are not
+stored again, and bad state is discarded and counted. The real processes, signals and brokers
+are in tests/integration/test_agent_crash.py."""
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from agent_harness import ALARM, FIRE, alarm, config_document, observation
+
+from edgewave.agent import window_journal
+from edgewave.agent.agent_clock import CLOCK
+from edgewave.agent.config import settings_from_dict
+from edgewave.agent.runtime import Agent
+
+DAY_MS = 86_400_000
+HOUR_MS = 3_600_000
+
+
+def open_agent(tmp_path: Path, version: int = 1, patterns: dict[str, str] | None = None, **state: object) -> Agent:
+    """An agent with its outbox, config store and engine, no network (a process's start-up)."""
+    bootstrap = tmp_path / f"config-{version}.trig"
+    bootstrap.write_text(config_document(version, patterns=patterns or {"fire": FIRE, "alarm": ALARM}))
+    agent = Agent(settings_from_dict({"data_dir": str(tmp_path / "data"), "state": state,
+                                      "significance": {"enabled": False},
+                                      "config": {"key": "k", "bootstrap": str(bootstrap)}}))
+    agent.open_storage()
+    return agent
+
+
+def send(agent: Agent, topic: str, payload: bytes, acked: list | None = None) -> None:
+    agent._on_sensor_message(topic, payload, False, (lambda: acked.append(payload)) if acked is not None else None)
+
+
+def hot(agent: Agent, n: int = 1, acked: list | None = None) -> None:
+    send(agent, "ew/in/fire/t1", observation(f"temp{n}", "t1", "temperature", 70), acked)
+
+
+def smoke(agent: Agent, n: int = 1, acked: list | None = None) -> None:
+    send(agent, "ew/in/fire/s1", observation(f"smoke{n}", "s1", "smoke", 1), acked)
+
+
+def stored(agent: Agent, pattern: str = "fire") -> list[dict]:
+    events = [json.loads(row.payload) for row in agent.outbox.pending_after(0, 10_000)]
+    return [e for e in events if e["pattern"] == pattern]
+
+
+def journal_rows(agent: Agent) -> int:
+    return agent.outbox.run(lambda conn: conn.execute("SELECT count(*) FROM journal").fetchone()[0])
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """The agent's clock, shifted or moved to another boot by a test (the test hook's effect)."""
+    monkeypatch.setattr(CLOCK, "wall_offset_ms", 0)
+    monkeypatch.setattr(CLOCK, "boot_id", "boot-a")
+    return CLOCK
+
+
+def test_a_window_survives_a_crash_and_its_matches_are_not_stored_twice(tmp_path, clock):
+    first = open_agent(tmp_path)
+    acked: list = []
+    hot(first, 1, acked)
+    smoke(first, 1, acked)                     # one fire match, stored with the smoke message's row
+    assert len(stored(first)) == 1 and len(acked) == 2
+    assert journal_rows(first) == 2
+
+    second = open_agent(tmp_path)              # the first was never closed: a crash
+    assert second.counters["state_restored"] == 2
+    assert second.counters["state_replayed_matches"] == 1
+    assert len(stored(second)) == 1            # the replayed match was not stored again
+    smoke(second, 2)                            # joins the restored hot reading
+    fires = stored(second)
+    assert len(fires) == 2 and fires[1]["windowEnd"] - fires[1]["windowStart"] < 5_000
+    assert second.counters["state_discarded"] == 0
+
+
+def test_a_redelivered_message_already_in_the_journal_is_acknowledged_and_skipped(tmp_path, clock):
+    first = open_agent(tmp_path)
+    for n in range(1, 4):
+        send(first, "ew/in/alarm/s1", alarm(n), [])
+    second = open_agent(tmp_path)
+    acked: list = []
+    # The broker redelivers the two whose acknowledgement it never got, then a new one.
+    for n in (2, 3, 4):
+        send(second, "ew/in/alarm/s1", alarm(n), acked)
+    assert acked == [alarm(2), alarm(3), alarm(4)]
+    assert second.counters["redelivered_skipped"] == 2
+    assert len(stored(second, "alarm")) == 4     # alarm 1-3 once each, and 4
+    send(second, "ew/in/alarm/s1", alarm(1), acked)   # after a new message: an ordinary message again
+    assert len(stored(second, "alarm")) > 4 and second.counters["redelivered_skipped"] == 2
+
+
+def test_rows_older_than_the_longest_window_are_pruned(tmp_path, clock, monkeypatch):
+    agent = open_agent(tmp_path, patterns={"alarm": ALARM})      # a 10 s window
+    for n in range(1, 6):
+        send(agent, "ew/in/alarm/s1", alarm(n))
+    assert journal_rows(agent) == 5
+    monkeypatch.setattr(CLOCK, "wall_offset_ms", 12_000)
+    send(agent, "ew/in/alarm/s1", alarm(6))
+    assert journal_rows(agent) == 1
+    send(agent, "ew/in/fire/t1", observation("temp", "t1", "temperature", 70))   # no window reads it
+    assert journal_rows(agent) == 1
+
+
+def test_the_journal_is_bounded_by_max_bytes(tmp_path, clock, monkeypatch):
+    agent = open_agent(tmp_path, patterns={"alarm": ALARM}, max_bytes=2_000)
+    for n in range(1, 40):
+        monkeypatch.setattr(CLOCK, "wall_offset_ms", n * 200)   # 200 ms apart: one prune a second
+        send(agent, "ew/in/alarm/s1", alarm(n))
+    size = agent.outbox.run(lambda conn: conn.execute("SELECT sum(length(payload)) FROM journal").fetchone()[0])
+    assert size <= 2_000 + 5 * len(alarm(40)) and agent.counters["state_truncated"] > 0
+
+
+def test_a_config_change_starts_an_empty_journal(tmp_path, clock):
+    first = open_agent(tmp_path)
+    hot(first)
+    cloud_doc = config_document(2, patterns={"fire": FIRE})
+    with first._engine_lock:
+        first.configs._swap_in(window_journal_compile(first, 2, cloud_doc))
+        first.configs.store.record(2, "trig", cloud_doc)
+    first.writer.write((), None)
+    assert journal_rows(first) == 0
+    second = open_agent(tmp_path, version=2)
+    assert second.counters["state_restored"] == 0 and second.counters["state_discarded"] == 0
+
+
+def window_journal_compile(agent: Agent, version: int, text: str):
+    from edgewave.agent.reconfigure import compile_document
+    return compile_document(version, "trig", text, agent.settings)
+
+
+def test_durable_windows_off_journals_nothing(tmp_path, clock):
+    first = open_agent(tmp_path, durable_windows=False)
+    hot(first)
+    assert first.outbox.run(lambda c: c.execute("SELECT count(*) FROM sqlite_master WHERE name='journal'")
+                            .fetchone()[0]) == 0
+    second = open_agent(tmp_path, durable_windows=False)
+    smoke(second)
+    assert stored(second) == [] and second.counters["state_restored"] == 0
+
+
+@pytest.mark.parametrize("damage", ["format", "engine", "config_version", "payload", "types"])
+def test_a_foreign_or_undecodable_journal_is_discarded_and_counted(tmp_path, clock, damage, caplog):
+    first = open_agent(tmp_path)
+    hot(first)
+    conn = sqlite3.connect(tmp_path / "data" / "outbox.db")
+    if damage == "payload":
+        conn.execute("UPDATE journal SET payload = substr(payload, 1, 40)")          # truncated
+    elif damage == "types":
+        conn.execute("UPDATE journal SET payload = 'text, not bytes', boot_ms = 'x'")
+    else:
+        conn.execute("UPDATE journal_meta SET value = 'other' WHERE name = ?", (damage,))
+    conn.commit()
+    conn.close()
+    second = open_agent(tmp_path)
+    assert second.counters["state_discarded"] == 1 and second.counters["state_restored"] == 0
+    assert sum("event=state_discarded" in r.getMessage() for r in caplog.records) == 1
+    smoke(second)
+    assert stored(second) == []                # the discarded window held the hot reading
+    hot(second, 2)
+    assert len(stored(second)) == 1            # and the agent matches as ever
+    third = open_agent(tmp_path)               # the fresh journal is good
+    assert third.counters["state_discarded"] == 0 and third.counters["state_restored"] == 2
+
+
+def test_a_damaged_outbox_file_discards_the_journal_with_it(tmp_path, clock):
+    first = open_agent(tmp_path)
+    hot(first)
+    first.outbox.close()
+    path = tmp_path / "data" / "outbox.db"
+    data = bytearray(path.read_bytes())
+    data[100:4000] = b"\xde\xad" * 1950
+    path.write_bytes(bytes(data))
+    second = open_agent(tmp_path)
+    assert second.counters["state_discarded"] == 1 and second.outbox.moved_aside is not None
+    hot(second, 2)
+    smoke(second, 2)
+    assert len(stored(second)) == 1
+
+
+# -- the clock while the agent was down (documented in docs/agent.md, Durable windows) -------------
+
+def down_and_back(tmp_path: Path, clock, *, offset_ms: int, boot_id: str, monkeypatch) -> Agent:
+    first = open_agent(tmp_path)
+    hot(first)
+    monkeypatch.setattr(CLOCK, "wall_offset_ms", offset_ms)
+    monkeypatch.setattr(CLOCK, "boot_id", boot_id)
+    return open_agent(tmp_path)
+
+
+@pytest.mark.parametrize("offset_ms", [-HOUR_MS, DAY_MS])
+def test_same_boot_windows_age_by_the_true_time_down_whatever_the_wall_clock_did(tmp_path, clock, offset_ms,
+                                                                                 monkeypatch):
+    second = down_and_back(tmp_path, clock, offset_ms=offset_ms, boot_id="boot-a", monkeypatch=monkeypatch)
+    assert second.counters["state_restored"] == 1
+    before = CLOCK.wall_ms()
+    smoke(second)
+    (fire,) = stored(second)
+    # The restored reading moved with the wall clock, keeping its true age: the match spans
+    # the seconds the agent was down, not the step, and never runs backwards.
+    assert 0 <= fire["windowEnd"] - fire["windowStart"] < 5_000
+    assert fire["windowEnd"] >= before - 1_000
+    assert second.pipeline.last_arrival_ms >= fire["windowEnd"]
+
+
+def test_another_boot_with_the_clock_a_day_ahead_expires_the_windows(tmp_path, clock, monkeypatch):
+    second = down_and_back(tmp_path, clock, offset_ms=DAY_MS, boot_id="boot-b", monkeypatch=monkeypatch)
+    assert second.counters["state_restored"] == 0 and second.counters["state_discarded"] == 0
+    smoke(second)
+    assert stored(second) == []
+
+
+def test_another_boot_with_the_clock_behind_the_journal_discards_the_windows(tmp_path, clock, monkeypatch):
+    second = down_and_back(tmp_path, clock, offset_ms=-HOUR_MS, boot_id="boot-b", monkeypatch=monkeypatch)
+    assert second.counters["state_discarded"] == 1 and second.counters["state_clock_unknown"] == 1
+    smoke(second)
+    assert stored(second) == []
+
+
+def test_the_restored_journal_is_rewritten_onto_the_new_clock(tmp_path, clock, monkeypatch):
+    """After a restore on a shifted clock, a second crash finds the rows where the engine has them."""
+    second = down_and_back(tmp_path, clock, offset_ms=-HOUR_MS, boot_id="boot-a", monkeypatch=monkeypatch)
+    assert second.counters["state_restored"] == 1
+    third = open_agent(tmp_path)
+    assert third.counters["state_restored"] == 1
+    smoke(third)
+    (fire,) = stored(third)
+    assert 0 <= fire["windowEnd"] - fire["windowStart"] < 5_000
+
+
+def test_the_journal_format_is_checked(tmp_path, clock, monkeypatch):
+    open_agent(tmp_path)
+    hot_agent = open_agent(tmp_path)
+    hot(hot_agent)
+    monkeypatch.setattr(window_journal, "JOURNAL_FORMAT", "2")
+    again = open_agent(tmp_path)
+    assert again.counters["state_discarded"] == 1
