@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         agent_yaml, local, _ = installed_gateway(rig, "gw1", work)
         brokers.append(local)
         settings = yaml.safe_load(agent_yaml.read_text())
-        settings.update(status={"interval_s": 5}, significance={"deadband_absolute": 2.0, "max_silence_s": 300})
+        settings.update(status={"interval_s": 5})
         agent_yaml.write_text(yaml.safe_dump(settings))
         cloud_yaml = rig.config
         say(f"brokers: gateway-local {local.url} (users agent, sensors), cloud 127.0.0.1:{rig.tls_port} (TLS) "
@@ -171,6 +171,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {kind:12} events={n}  p50<={p50} ms  max={mx} ms")
         for gw, state, version in query(db, "SELECT gateway, state, config_version FROM gateways"):
             print(f"\ngateway {gw}: {state}, config version {version}")
+        state = Path(settings["data_dir"]) / "status.json"
+        counters = json.loads(state.read_text()).get("counters", {}) if state.exists() else {}
+        if counters.get("bytes_in"):
+            print(f"\nuplink: {counters['bytes_forwarded']} bytes sent for {counters['bytes_in']} sensor bytes "
+                  f"({100 * counters['bytes_forwarded'] / counters['bytes_in']:.1f} %), "
+                  f"{counters['forwarded']} events")
         ok = all(counts.get(p, 0) == n for p, n in expected.items())
         say("the cloud saw exactly the ground truth" if ok else "the cloud's counts differ from the ground truth")
         print(f"\ndashboard: http://127.0.0.1:{port}/  user {DEMO_USER}, password {password} "

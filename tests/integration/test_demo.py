@@ -1,5 +1,6 @@
 """`make demo` (scripts/demo.py --exit): the whole secured topology on this machine sees
-exactly the simulator's ground truth, and prints what README.md shows."""
+exactly the simulator's ground truth, prints what README.md shows, and its agent, with the
+shipped settings, sends the cloud at most a tenth of the bytes its sensors sent it."""
 from __future__ import annotations
 
 import re
@@ -32,3 +33,6 @@ def test_make_demo_sees_exactly_the_ground_truth(tmp_path: Path) -> None:
     rooms = dict(re.findall(r"^\s+(<http://example\.org/gw1/room\d>)\s+(\d+)$", out, re.M))
     assert rooms == {"<http://example.org/gw1/room3>": "4", "<http://example.org/gw1/room2>": "1"}, out
     assert re.search(r"^dashboard: http://127\.0\.0\.1:\d+/", out, re.M), out
+    # with the shipped agent settings, the uplink carries at most a tenth of the sensor bytes
+    sent = re.search(r"^uplink: (\d+) bytes sent for (\d+) sensor bytes", out, re.M)
+    assert sent and 0 < int(sent[1]) <= 0.10 * int(sent[2]), out
