@@ -47,11 +47,12 @@ from typing import Any, Callable, Iterable
 from edgewave.shared.vocab import RDF_TYPE
 
 from .alpha import AlphaMemory
-from .beta import JoinNode
+from .beta import BetaNode
 from .epsilon import O, OS, S, SAME, SO, EpsilonNetwork, Link, Schema, derive
 from .match import Match
 from .network import STATIC, Network
 from .query import Query
+from .tokens import ENTRY, PARENT, SOURCE, TIME, TRIPLE
 
 Triple = tuple[str, str, str]
 Route = tuple[tuple[tuple[int, str, tuple[AlphaMemory, ...]], ...], int]
@@ -216,6 +217,7 @@ class Engine:
             if entailed:
                 self.entailed += entailed
             for form, target, memories in entries:
+                # epsilon.derive, written out (keep in step): one link applied to the triple.
                 if form == SAME:
                     derived = triple
                 elif form == SO:
@@ -229,7 +231,9 @@ class Engine:
                 else:
                     derived = (o, RDF_TYPE, target)
                 for memory in memories:
-                    # AlphaMemory.add, inlined: this loop runs for every triple.
+                    # AlphaMemory.add, written out (keep in step; test_engine_copies compares
+                    # the two): this loop runs for every triple, and a call per memory costs
+                    # more than the rest of it.
                     match = memory.match
                     if match is None:
                         values = derived
@@ -237,13 +241,8 @@ class Engine:
                         values = match(derived)
                         if values is None:
                             continue
-                    reader = memory.key
-                    if reader.__class__ is int:
-                        key = values[reader]
-                    elif reader is None:
-                        key = None
-                    else:
-                        key = reader(values)
+                    reader = memory.key  # (as a local: a slot called as a method is not specialised)
+                    key = reader(values)
                     # Provenance (Match.entailed, evidence.py): an entailed entry keeps its
                     # source, an asserted one pays nothing. Measured on BSBM pattern 1 (5 s,
                     # 44,000 triples, callgrind): this test costs +0.25 % instructions and no
@@ -257,13 +256,10 @@ class Engine:
                         memory.index[key] = [entry]
                     else:
                         bucket.append(entry)
-                    memory.expiry.append(entry)
-                    for node in memory.successors:
-                        # A star level whose next pattern has nothing for this key yet
-                        # (the usual case, see beta.py) needs no call.
-                        quiet = node.quiet_index
-                        if quiet is None or key in quiet:
-                            node.right(entry, key)
+                    memory.expiry.append(entry)  # streamed: ts >= 0
+                    for gate, right in memory.activations:
+                        if gate is None or key in gate:
+                            right(entry, key)
         return emitted
 
     def advance(self, now: int) -> None:
@@ -323,7 +319,7 @@ class Engine:
             if alpha.expiry:
                 self.expired_items += alpha.expire(now)
         for node in self.network.nodes.values():
-            if node.left_expiry:
+            if node.memory is not None and node.memory.expiry:
                 self.expired_tokens += node.expire(now)
         self._gc_at = now + self._gc_step
 
@@ -407,7 +403,7 @@ class Engine:
             table.type_default = route(tuple(type_any + pred_any), [])
         return table
 
-    def _catch_up(self, new_nodes: list[JoinNode], new_alphas: list[AlphaMemory]) -> None:
+    def _catch_up(self, new_nodes: list[BetaNode], new_alphas: list[AlphaMemory]) -> None:
         """Give new nodes the state shared parts already hold (see the module docstring)."""
         new_ids = {id(n) for n in new_nodes}
         for node in new_nodes:
@@ -431,7 +427,7 @@ class Engine:
             )
             if sibling is not None:
                 for entry in list(sibling.expiry):
-                    alpha.add(entry[0], entry[1], entry[3] if len(entry) > 3 else None)
+                    alpha.add(entry[TRIPLE], entry[TIME], entry[SOURCE] if len(entry) > SOURCE else None)
 
     # -- static data ------------------------------------------------------------------------
 
@@ -481,9 +477,9 @@ class Engine:
 
             def keep(token: tuple, up: int = 0) -> bool:
                 for _ in range(up):
-                    token = token[1]
-                entry = token[2]
-                return not (entry[1] < 0 and entry[0] == derived)
+                    token = token[PARENT]
+                entry = token[ENTRY]
+                return not (entry[TIME] < 0 and entry[TRIPLE] == derived)
 
             for child in self.network.descendants(node):
                 up = child.depth - 1 - level

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .tokens import SOURCE, TIME, TRIPLE, Triple, chain_entries
+
 if TYPE_CHECKING:
     from .evidence import Entailment
-
-Triple = tuple[str, str, str]
 
 
 class Match:
@@ -29,7 +29,7 @@ class Match:
         self.bindings = bindings
         self.start = start
         self.end = end
-        self._token = token  # (row, parent, entry, ...) linked up to the first pattern
+        self._token = token  # the last token, linked up to the first pattern (tokens.py)
         self._triples: tuple[tuple[Triple, int], ...] | None = None
         # Set when first needed, not here: a BSBM run makes a match per ten triples, and three
         # more stores per match cost it 0.2 % of its instructions. ``_sources``: (index in
@@ -40,16 +40,11 @@ class Match:
     @property
     def triples(self) -> tuple[tuple[Triple, int], ...]:
         if self._triples is None:
-            entries = []
-            token = self._token
-            while token is not None:
-                entries.append(token[2])
-                token = token[1]
-            entries.reverse()
-            self._triples = tuple((entry[0], entry[1]) for entry in entries)
-            # An entailed entry carries its source as a fourth item (alpha.py); keep just that,
-            # so the token chain can go.
-            self._sources = tuple((i, entry[3]) for i, entry in enumerate(entries) if len(entry) > 3)
+            entries = chain_entries(self._token)
+            self._triples = tuple((entry[TRIPLE], entry[TIME]) for entry in entries)
+            # An entailed entry carries its source (tokens.py); keep just that, so the token
+            # chain can go.
+            self._sources = tuple((i, entry[SOURCE]) for i, entry in enumerate(entries) if len(entry) > SOURCE)
             self._token = None
         return self._triples
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .alpha import AlphaMemory, AlphaShape, key_reader
-from .beta import JoinNode, Production
+from .alpha import AlphaMemory, AlphaShape
+from .beta import BetaNode, JoinNode, Production, StarJoinNode
 from .match import Match
 from .query import Filter, Query, TriplePattern, WindowSpec, is_var
 
@@ -102,7 +102,7 @@ class Chain:
     """What the network keeps for one registered query."""
 
     query: Query
-    nodes: list[JoinNode]
+    nodes: list[BetaNode]
     production: Production
     steps: list[Step] = field(default_factory=list)
 
@@ -188,14 +188,14 @@ class Network:
         self.deliver = deliver
         self.clock = clock
         self.alphas: dict[tuple, AlphaMemory] = {}
-        self.nodes: dict[tuple, JoinNode] = {}
+        self.nodes: dict[tuple, BetaNode] = {}
         self.chains: dict[str, Chain] = {}
 
     # -- building -----------------------------------------------------------------------
 
     def _alpha(self, step: Step, created: list[AlphaMemory], root: bool) -> AlphaMemory:
         # A root's memory is indexed by its first variable, the star variable when the
-        # next patterns join on it (see JoinNode.star_slot).
+        # next patterns join on it (see StarJoinNode).
         positions = step.new_positions[:1] if root else step.key_positions
         key = (step.scope, step.shape.key, positions)
         memory = self.alphas.get(key)
@@ -204,31 +204,33 @@ class Network:
             created.append(memory)
         return memory
 
-    def add(self, query: Query) -> tuple[list[JoinNode], list[AlphaMemory]]:
+    def add(self, query: Query) -> tuple[list[BetaNode], list[AlphaMemory]]:
         """Wire a query in; returns the new join nodes and the new alpha memories."""
         if query.name in self.chains:
             raise ValueError(f"a query named {query.name!r} is already registered")
         steps = compile_steps(query)
-        new_nodes: list[JoinNode] = []
+        new_nodes: list[BetaNode] = []
         new_alphas: list[AlphaMemory] = []
-        nodes: list[JoinNode] = []
-        parent: JoinNode | None = None
+        nodes: list[BetaNode] = []
+        parent: BetaNode | None = None
         for level, step in enumerate(steps):
             ident = (parent.ident if parent is not None else None, *step.ident_part)
             node = self.nodes.get(ident)
             if node is None:
                 alpha = self._alpha(step, new_alphas, parent is None)
-                node = JoinNode(
+                star = StarJoinNode.continues(parent, step.uniform, step.row_slots, step.new_positions)
+                node = (StarJoinNode if star else JoinNode)(
                     ident,
                     parent,
                     alpha,
                     level,
-                    key_reader(step.row_slots),
+                    step.row_slots,
                     step.new_positions,
                     [f.bind(dict(step.slots)) for f in step.filters],
                     step.uniform,
                 )
                 if not step.uniform:
+                    assert isinstance(node, JoinNode)
                     node.level_width = step.width
                     node.parent_uniform = parent is not None and parent.uniform
                     node.prefix_width = step.prefix_width
@@ -281,6 +283,7 @@ class Network:
             node.refresh()
         for alpha in self.alphas.values():
             alpha.width = max((n.gc_width for n in alpha.successors), default=0)
+            alpha.refresh()  # after the nodes: a node's gate depends on its children
 
     # -- what the epsilon-network and the dispatch need -----------------------------------
 
@@ -301,7 +304,7 @@ class Network:
                 properties.add(shape.predicate)
         return classes, properties, any_class, any_property
 
-    def descendants(self, node: JoinNode) -> list[JoinNode]:
+    def descendants(self, node: BetaNode) -> list[BetaNode]:
         out = []
         todo = list(node.children)
         while todo:
