@@ -41,6 +41,7 @@ events, ``bytes_forwarded`` the payload bytes put on the wire.
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import threading
 import time
@@ -94,7 +95,7 @@ class Uplink:
         self._lock = threading.Lock()                # whoever publishes holds it
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._sleep_until = 0.0                      # when the uplink thread wakes by itself
+        self._sleep_until = math.inf                 # when the uplink thread wakes by itself
         self._reconnected_at: float | None = None
         self._next_wait = 0.5
         self._hold_until = 0.0                       # after a broker refusal: wait before retrying
@@ -179,7 +180,7 @@ class Uplink:
             timeout = min(self._next_wait, self.ACK_BATCH_S) if in_flight else self._next_wait
             self._sleep_until = time.monotonic() + timeout
             self._wake.wait(timeout=timeout)
-            self._sleep_until = 0.0
+            self._sleep_until = math.inf     # awake: whoever wants it sooner sets the event
             self._wake.clear()
             self._next_wait = 0.5
             try:
@@ -284,7 +285,10 @@ class Uplink:
             return
         batcher = self._batcher
         tail = batcher.tail or self._last_seq
-        want = min(room * batcher.max_events - len(batcher), batcher.room)
+        # Enough rows for a few messages a round (more would only wait in memory), or with
+        # batching off one a message of room, as before.
+        want = min(room * batcher.max_events, max(room, 4 * batcher.max_events)) - len(batcher)
+        want = min(want, batcher.room)
         read_all = False
         if (fresh and fresh[0][0] == tail + 1 and len(fresh) <= batcher.room
                 and fresh[-1][0] - fresh[0][0] == len(fresh) - 1):

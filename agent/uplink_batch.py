@@ -24,13 +24,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from edgewave.agent.config import UplinkBatchSettings
-from edgewave.shared.events import KIND_MATCH
 from edgewave.shared.uplink_batch import BatchError, encode_batch
 
 log = logging.getLogger("edgewave.agent.uplink")
 
-HELD_MAX = 5000
+HELD_MAX = 1000
 """Rows held in memory at most; beyond, newer ones stay in the outbox until there is room."""
+
+_MATCH = b'"kind":"match"'
+"""How a match's compact JSON (``encode_event``) says it is one; inside a JSON string every
+quote is escaped, so no string value can spell this."""
 
 
 @dataclass
@@ -39,7 +42,6 @@ class Held:
 
     seq: int
     payload: bytes
-    event: dict[str, Any] | None     # parsed, when batching
     urgent: bool                     # a match: it goes at once
     since: float                     # monotonic time it was read
 
@@ -75,15 +77,10 @@ class Batcher:
 
     def add(self, rows: Iterable[tuple[int, bytes]]) -> None:
         now = time.monotonic()
+        linger = bool(self.linger_s)
         for seq, payload in rows:
-            event = None
-            if self.enabled or self.linger_s:
-                try:
-                    event = json.loads(payload)
-                except ValueError:
-                    event = None         # not ours to judge: it goes alone, as stored
-            urgent = not self.linger_s or event is None or event.get("kind") == KIND_MATCH
-            self._rows.append(Held(seq, payload, event, urgent, now))
+            urgent = not linger or _MATCH in payload
+            self._rows.append(Held(seq, payload, urgent, now))
             self._urgent += urgent
 
     def ready(self, now: float, flush: bool = False, limit: int | None = None) -> int:
@@ -96,12 +93,8 @@ class Batcher:
         for row in self._rows:
             if count == cap or (count and size + len(row.payload) > self.max_bytes):
                 return count                               # a full message
-            if row.event is None and count:
-                return count                               # an unparsed row goes alone
             count += 1
             size += len(row.payload)
-            if row.event is None:
-                return count
         if flush or self._urgent or now - self._rows[0].since >= self.linger_s:
             return count
         return 0
@@ -121,11 +114,20 @@ class Batcher:
         self._urgent += sum(row.urgent for row in rows)
 
     def encode(self, rows: list[Held]) -> tuple[bytes, int]:
-        """(payload, how many of ``rows`` it carries): a batch of all of them, or with
-        batching off (or a row a batch cannot hold) the first row's own JSON."""
-        if self.enabled and rows[0].event is not None:
+        """(payload, how many of ``rows`` it carries): a batch of them, or with batching off
+        the first row's own JSON. A row that is not JSON ends the batch before it, and goes
+        alone as stored (not expected of the agent's own events)."""
+        if not self.enabled:
+            return rows[0].payload, 1
+        events: list[dict[str, Any]] = []
+        for row in rows:
             try:
-                return encode_batch([row.event for row in rows]), len(rows)
-            except BatchError as exc:      # not expected of the agent's own events: send it as stored
+                events.append(json.loads(row.payload))
+            except ValueError:
+                break
+        if events:
+            try:
+                return encode_batch(events), len(events)
+            except BatchError as exc:
                 log.warning("uplink event=batch_refused error=%r action='first event alone, as stored'", str(exc))
         return rows[0].payload, 1

@@ -74,9 +74,20 @@ def test_a_row_that_is_not_an_event_goes_alone_as_stored() -> None:
     b = batcher()
     b.add([(1, significant(1)), (2, b"not json"), (3, match(3))])
     now = time.monotonic()
-    assert b.ready(now) == 1
-    b.take(1)
-    assert b.ready(now) == 1 and b.encode(b.take(1)) == (b"not json", 1)
+    for expected in ([1], [2], [3]):
+        taken = b.take(b.ready(now))
+        payload, sent = b.encode(taken)
+        b.put_back(taken[sent:])
+        assert [row.seq for row in taken[:sent]] == expected
+        assert (payload == b"not json") == (expected == [2])
+    assert len(b) == 0
+
+
+def test_only_a_match_is_urgent_whatever_its_strings_say() -> None:
+    b = batcher()
+    tricky = encode_event(significant_event("gw1", "<urn:s1>", "<urn:p>", '"kind":"match"', 1, [], 1))
+    b.add([(1, tricky)])
+    assert b.ready(time.monotonic()) == 0
 
 
 def test_event_content_options_keep_the_id() -> None:
