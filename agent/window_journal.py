@@ -87,7 +87,11 @@ def engine_version() -> str:
 
 
 def message_digest(topic: str, payload: bytes) -> bytes:
-    return hashlib.blake2b(payload, digest_size=8, key=topic.encode()[:64]).digest()
+    """What recognises a message delivered again: its topic and payload, 8 bytes."""
+    digest = hashlib.blake2b(topic.encode(), digest_size=8)
+    digest.update(b"\0")
+    digest.update(payload)
+    return digest.digest()
 
 
 class JournalEntry(NamedTuple):
@@ -262,8 +266,7 @@ class WindowJournal:
     # -- start-up ---------------------------------------------------------------------------
     def restore(self, outbox: Outbox, pipeline: Pipeline, configs: ConfigApplier) -> None:
         """Replay the journal into ``pipeline``'s fresh engine (before any connection). What
-        cannot be replayed is discarded, logged and counted; a disk that refuses reads
-        raises ``sqlite3.OperationalError`` (start-up waits for it, storage.py)."""
+        cannot be replayed, or read, is discarded, logged and counted: start-up goes on."""
         self.outbox, self._pipeline, self._configs = outbox, pipeline, configs
         self._follow()
         if outbox.moved_aside is not None:
@@ -273,9 +276,7 @@ class WindowJournal:
             return
         try:
             rows, meta = outbox.run(self._read)
-        except sqlite3.OperationalError:
-            raise
-        except sqlite3.DatabaseError as exc:
+        except sqlite3.Error as exc:
             self._discard(f"unreadable: {exc}", 0)
             return
         if not rows and not meta:
@@ -285,6 +286,8 @@ class WindowJournal:
             self._replay(rows, meta, outbox, pipeline)
         except Discarded as why:
             self._discard(str(why), len(rows))
+        except sqlite3.Error as exc:           # rewriting it failed: the next write starts afresh
+            self._discard(f"cannot be rewritten: {exc}", len(rows))
 
     @staticmethod
     def _read(conn: sqlite3.Connection) -> tuple[list[tuple], dict[str, str]]:
@@ -365,7 +368,10 @@ class WindowJournal:
         self._next_seq = rows[-1][0] + 1
         for seq, arrival, stream, digest, triples, size in kept:
             self._written += size
-            self._marks.append((seq, arrival + shift, self._written))
+            if self._marks and arrival + shift - self._marks[-1][1] < MARK_EVERY_MS:
+                self._marks[-1] = (seq, self._marks[-1][1], self._written)
+            else:
+                self._marks.append((seq, arrival + shift, self._written))
         self._bytes = self._written
         self._redelivered = Counter(row[3] for row in decoded)
         self.counters.add("state_restored", replayed)

@@ -52,7 +52,9 @@ DEFAULT_SITE: dict[str, Any] = {
 class SensorBrokerSettings(BrokerSettings):
     """A gateway's local broker as its sensors reach it: client id ``<client_id_prefix>-<gateway>``."""
 
-    qos: int = setting(0, choices=(0, 1, 2))   # sensor firmware publishes fire-and-forget
+    # QoS 1: the local broker keeps a message for the agent until the agent has it on disk
+    # (docs/agent.md, Durable windows); QoS 0 is fire-and-forget, lost if the agent is down.
+    qos: int = setting(1, choices=(0, 1, 2))
     client_id_prefix: str = "edgewave-sim"
 
     def client_id(self, name: str) -> str:
