@@ -178,7 +178,10 @@ class Engine:
         and return the matches they completed, in the order they completed.
 
         The hot loop of the engine, written out once: a recorded stream goes through here
-        without a call per triple. ``on_match`` must not add or remove queries meanwhile.
+        without a call per triple. It copies ``Engine._routes`` (dispatch and
+        ``epsilon.derive``) and ``AlphaMemory.add``; keep them in step (``test_engine_copies``
+        feeds the same items both ways and compares memories and matches). ``on_match`` must
+        not add or remove queries meanwhile.
         """
         emitted: list[Match] = []
         self._emitted = emitted
@@ -206,6 +209,7 @@ class Engine:
                     gc_at = self._gc_at
             elif ts < 0:
                 raise ValueError(f"timestamp {ts}: stream time is non-negative milliseconds")
+            # Engine._routes, written out (keep in step): the route of the triple.
             s, p, o = triple
             if p == RDF_TYPE:
                 route = types.get(o) or type_default
@@ -433,7 +437,16 @@ class Engine:
 
     def _static_pairs(self, triple: Triple) -> list[tuple[AlphaMemory, Triple]]:
         """(memory, triple) for every static memory a static triple or its entailments reach."""
-        table = self._static_table
+        pairs = []
+        for _, derived, memories in self._routes(self._static_table, triple):
+            for memory in memories:
+                if memory.match is None or memory.match(derived) is not None:
+                    pairs.append((memory, derived))
+        return pairs
+
+    def _routes(self, table: _Table, triple: Triple) -> list[tuple[int, Triple, tuple[AlphaMemory, ...]]]:
+        """(form, derived triple, memories) for the triple and every triple it entails: the
+        dispatch ``push_many`` writes out, for static data (and ``test_engine_copies``)."""
         s, p, o = triple
         if p == RDF_TYPE:
             route = table.types.get(o) or table.type_default
@@ -441,15 +454,12 @@ class Engine:
             route = table.preds.get(p) or table.pred_default
             if s == o and p in table.loops:
                 route = table.loops[p]
-        pairs = []
+        out = []
         for form, target, memories in route[0]:
             derived = derive(triple, form, target)
-            if derived is None:
-                continue
-            for memory in memories:
-                if memory.match is None or memory.match(derived) is not None:
-                    pairs.append((memory, derived))
-        return pairs
+            if derived is not None:
+                out.append((form, derived, memories))
+        return out
 
     def _support_add(self, memory: AlphaMemory, derived: Triple, source: Triple) -> None:
         """One more static triple (``source``) puts ``derived`` in ``memory``; the first stores it,
