@@ -335,8 +335,8 @@ class StarJoinNode(BetaNode):
         activation, so leaving it out here makes every match once."""
         levels = self.levels
         buckets = []
-        for level in levels:  # every level must have something for the key
-            bucket = level[0].get(key)
+        for index, _, _, _, _ in levels:  # every level must have something for the key
+            bucket = index.get(key)
             if not bucket:
                 return ()
             buckets.append(bucket)

@@ -55,7 +55,10 @@ from .query import Query
 from .tokens import ENTRY, PARENT, SOURCE, TIME, TRIPLE
 
 Triple = tuple[str, str, str]
+# A route: ((form, target, memories) for the triple and each triple it entails, how many
+# of those are entailed).
 Route = tuple[tuple[tuple[int, str, tuple[AlphaMemory, ...]], ...], int]
+ROUTE_ENTRIES = 0
 _NO_ROUTE: Route = ((), 0)
 
 # Garbage collection pops what expired since it last ran, in the caller's thread, all at
@@ -132,7 +135,7 @@ class Engine:
             raise KeyError(f"no query named {name!r}")
         removed = self.network.remove(name)
         for alpha in removed:
-            for pair in [pair for pair in self._support if pair[0] is alpha]:
+            for pair in [(memory, triple) for memory, triple in self._support if memory is alpha]:
                 del self._support[pair]
         self._rebuild()
         self._sync_static()
@@ -381,7 +384,7 @@ class Engine:
                 fed = targets(RDF_TYPE, target) if form in (S, O) else targets(target)
                 if fed:
                     entries.append((form, target, fed))
-            return tuple(entries), sum(1 for e in entries if e[0] != SAME)
+            return tuple(entries), sum(1 for form, _, _ in entries if form != SAME)
 
         epsilon = self.epsilon
         table = _Table()
@@ -390,7 +393,7 @@ class Engine:
         for p in predicates:
             links = epsilon.links_for_predicate(p) if epsilon else []
             r = route(targets(p), links)
-            if r[0]:
+            if r[ROUTE_ENTRIES]:
                 table.preds[p] = r
             if epsilon:
                 loop_links = epsilon.links_for_predicate(p, self_loop=True)
@@ -399,7 +402,7 @@ class Engine:
         classes = set(by_type) | (set(epsilon.class_nodes) if epsilon else set())
         for c in classes:
             r = route(targets(RDF_TYPE, c), epsilon.links_for_class(c) if epsilon else [])
-            if r[0]:
+            if r[ROUTE_ENTRIES]:
                 table.types[c] = r
         if pred_any:
             table.pred_default = route(tuple(pred_any), [])
@@ -455,7 +458,7 @@ class Engine:
             if s == o and p in table.loops:
                 route = table.loops[p]
         out = []
-        for form, target, memories in route[0]:
+        for form, target, memories in route[ROUTE_ENTRIES]:
             derived = derive(triple, form, target)
             if derived is not None:
                 out.append((form, derived, memories))

@@ -113,23 +113,25 @@ class Explainer:
 
     def _explain(self, triple: Triple, ts: int, source: Triple) -> Entailment:
         forms = candidate_forms(source, triple)
+        _, p, o = triple
         for form in forms:
-            target = triple[2] if form in ("S", "O") else triple[1]
+            target = o if form in ("S", "O") else p
             axioms = self.chain(source, form, target)
             if axioms is not None:
                 return Entailment(triple, ts, source, form, target, axioms)
         form = forms[0] if forms else ""
-        target = triple[2] if form in ("S", "O") else triple[1]
+        target = o if form in ("S", "O") else p
         return Entailment(triple, ts, source, form, target, ())
 
     def chain(self, source: Triple, form: str, target: str) -> tuple[Triple, ...] | None:
         """The schema statements of a shortest path for one link from ``source``; None if none."""
-        if source[1] == RDF_TYPE:
-            key: tuple = ("c", source[2], target)
-            start: Node = ("c", source[2])
+        _, p, o = source
+        if p == RDF_TYPE:
+            key: tuple = ("c", o, target)
+            start: Node = ("c", o)
         else:
-            key = ("p", source[1], form, target)
-            start = ("p", source[1], False)
+            key = ("p", p, form, target)
+            start = ("p", p, False)
         chains = self._chains
         if key in chains:
             return chains[key]
