@@ -199,6 +199,18 @@ def start_agent(work: Path, gateway: str, local: MosquittoBroker, cloud: Mosquit
                             env=dict(os.environ, PYTHONUNBUFFERED="1"))
 
 
+def latency_round(pub: mqtt.Client, recv: Receiver, pid: int, seconds: float,
+                  first: int) -> tuple[list[float], int, MachineLoad]:
+    """1,000 completing msgs/s for ``seconds``: each one's latency (ms), how many never
+    arrived, and the agent's CPU and the steal meanwhile."""
+    machine = MachineLoad(pid)
+    sent = publish_paced(pub, 1000, seconds, lambda n: ("ew/in/alarm/s1", alarm(n), n), start_n=first)
+    machine.stop()
+    wait_arrivals(recv, set(sent), 30)
+    latencies = [(recv.arrivals[n] - t) * 1000 for n, t in sent.items() if n in recv.arrivals]
+    return latencies, len(sent) - len(latencies), machine
+
+
 def warm_up(pub: mqtt.Client, recv: Receiver, work: Path) -> None:
     """Publish alarms until the agent's first event arrives: the path works."""
     deadline = time.monotonic() + 30
@@ -266,23 +278,15 @@ def main(argv: list[str] | None = None) -> int:
             sent = publish_paced(pub, 1000, baseline_s, lambda n: ("bench/raw", f'"{n}"'.encode(), n), start_n=first)
             wait_arrivals(base_recv, set(sent), 20)
             round_base = [(base_recv.arrivals[n] - t) * 1000 for n, t in sent.items() if n in base_recv.arrivals]
-            machine = MachineLoad(agent.pid)
-            sent = publish_paced(pub, 1000, latency_s, lambda n: ("ew/in/alarm/s1", alarm(n), n), start_n=first)
-            machine.stop()
-            wait_arrivals(recv, set(sent), 30)
-            round_lat = [(recv.arrivals[n] - t) * 1000 for n, t in sent.items() if n in recv.arrivals]
-            missing += len(sent) - len(round_lat)
+            round_lat, lost, machine = latency_round(pub, recv, agent.pid, latency_s, first)
+            missing += lost
             latency_rows.append((percentile(round_base, .99), percentile(round_lat, .5), percentile(round_lat, .99),
                                  machine.agent_percent, machine.steal_percent))
             base += round_base
             lat += round_lat
             # the same messages to the agent with batching off, right after
-            machine = MachineLoad(agent_off.pid)
-            sent = publish_paced(pub_off, 1000, latency_s, lambda n: ("ew/in/alarm/s1", alarm(n), n), start_n=first)
-            machine.stop()
-            wait_arrivals(recv_off, set(sent), 30)
-            round_off = [(recv_off.arrivals[n] - t) * 1000 for n, t in sent.items() if n in recv_off.arrivals]
-            missing_off += len(sent) - len(round_off)
+            round_off, lost, machine = latency_round(pub_off, recv_off, agent_off.pid, latency_s, first)
+            missing_off += lost
             off_rows.append((percentile(round_off, .5), percentile(round_off, .99), machine.agent_percent,
                              machine.steal_percent))
             lat_off += round_off
