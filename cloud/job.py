@@ -1,16 +1,20 @@
 """The Spark Structured Streaming job: landing zone -> de-duplicated events -> aggregates.
 
 The query reads the landing zone's closed ``*.jsonl`` files as a file stream of
-lines and parses each with the event schema (derived from ``shared.events.FIELDS``)
-in PERMISSIVE mode, so every line is either a valid event or a rejected line with
-its reason: a bad line can never fail a batch. Valid events are de-duplicated by
-id (``dropDuplicatesWithinWatermark`` with the watermark on ingest time, so a
-redelivered event is dropped however late its match time is, and a match is
-never dropped for an old match time). Each micro-batch goes to
-``AggregateSink``, which writes the batch's events to Parquet
+lines, once, and parses each with the event schema (derived from
+``shared.events.FIELDS``) in PERMISSIVE mode, so every line is either a valid
+event or a rejected line, told apart in the JVM: a bad line can never fail a
+batch. Every row goes through one de-duplication operator
+(``dropDuplicatesWithinWatermark`` with the watermark on ingest time): an event
+is keyed by its id, so a redelivered event is dropped however late its match
+time is, and a match is never dropped for an old match time; a rejected line
+has a key of its own and no event time, so it is passed on once. Each
+micro-batch goes to ``AggregateSink``, which computes the batch's partial
+aggregates in one Spark job (a second only when the batch has rejected lines,
+to collect them with their reasons), writes the batch's events to Parquet
 (``<history>/events/batch_id=N/``, overwritten if the batch is replayed) and
-adds the batch's partial aggregates and its rejected lines to SQLite exactly
-once (see ``aggregates``). The checkpoint holds the file-source log and the
+adds the aggregates and the rejected lines to SQLite exactly once (see
+``aggregates``). The checkpoint holds the file-source log and the
 de-duplication state, so a restarted job resumes where it stopped.
 
 Nothing here runs Python on executors (no UDFs), so the same job runs
@@ -58,8 +62,10 @@ REQUIRED_COLUMNS: tuple[str, ...] = REQUIRED_FIELDS + (INGEST_TIME,)
 HISTORY_COLUMNS: list[str] = [f.name for f in LANDING_FIELDS]
 CORRUPT_COLUMN = "_corrupt_record"
 """Where Spark's JSON parser puts a line it could not convert to the schema (PERMISSIVE mode)."""
-SCANS_PER_BATCH = 2
-"""The query reads each batch's files twice: once for the events, once for the rejected lines."""
+DEDUP_KEY = "_dedup_key"
+"""What the de-duplication compares: an event's id; for a rejected line, a key of its own."""
+EVENT_TIME = "_ingest_ts"
+"""The watermark's column: ingest time as a timestamp; null for a rejected line."""
 
 _TYPE_NAMES = {STRING: "a string", LONG: "a long (ms)", STRINGS: "an array of strings",
                BINDINGS: "an array of {variable, value} objects",
@@ -135,15 +141,19 @@ def _rejection_reason() -> Any:
 
 
 def landing_stream(spark: "SparkSession", events_dir: str, settings: CloudSettings) -> "DataFrame":
-    """Every landing-zone line, as a de-duplicated valid event or a rejected line with its reason.
+    """Every landing-zone line once: a de-duplicated valid event, or a rejected line.
 
-    Lines are read as text and parsed with ``from_json`` in PERMISSIVE mode, so a
-    line that does not fit the schema (or is not JSON) lands in a corrupt-record
-    column instead of failing the batch, and every rejected line keeps its
-    original text. Valid events go through the de-duplication; rejected lines
-    do not (they may have no id or time). The two parts are unioned: rows with a
-    null ``reason`` are events (HISTORY_COLUMNS), the others carry
-    ``source_file``, ``reason``, ``record`` and ``record_bytes``.
+    One scan of the text: each line is parsed with ``from_json`` in PERMISSIVE
+    mode, so a line that does not fit the schema (or is not JSON) lands in a
+    corrupt-record column instead of failing the batch, and the JVM flags the
+    lines that are not valid events (corrupt, not UTF-8, a required field
+    null, an unknown kind). Every row then goes through one de-duplication
+    operator keyed by ``DEDUP_KEY``: an event by its id, with its ingest time
+    as event time; a rejected line by a key no other line has, with no event
+    time, so it is never dropped as a duplicate or as late and never moves the
+    watermark. Rows with ``rejected`` false are events (HISTORY_COLUMNS); the
+    others also carry ``line`` and the parser's corrupt-record column, from
+    which ``rejected_lines`` says why.
     """
     from pyspark.sql import functions as F
 
@@ -170,19 +180,34 @@ def landing_stream(spark: "SparkSession", events_dir: str, settings: CloudSettin
                    | ~F.coalesce(F.col("kind").isin(*TYPE_OF_KIND), F.lit(False)))
     for name in REQUIRED_COLUMNS:
         rejected_if = rejected_if | F.col(name).isNull()
-    events = (parsed.where(~rejected_if).select(*HISTORY_COLUMNS)
-              .withColumn("ingestTs", F.timestamp_millis(INGEST_TIME))
-              .withWatermark("ingestTs", settings.spark.dedup_horizon)
-              .dropDuplicatesWithinWatermark(["id"])
-              .drop("ingestTs"))
-    rejected = (parsed.where(rejected_if)
-                .withColumn("json", F.when(F.col(CORRUPT_COLUMN).isNotNull(), F.expr("try_parse_json(line)")))
-                .select("source_file", _rejection_reason().alias("reason"),
-                        F.when(F.octet_length("line") <= RECORD_LIMIT_BYTES, F.col("line"))
-                        .otherwise(F.expr(f"CAST(substring(CAST(line AS BINARY), 1, {RECORD_LIMIT_BYTES}) AS STRING)"))
-                        .alias("record"),
-                        F.octet_length("line").cast("long").alias("record_bytes")))
-    return events.unionByName(rejected, allowMissingColumns=True)
+    rejected = F.col("rejected")
+    return (parsed.withColumn("rejected", rejected_if)
+            .select(*HISTORY_COLUMNS, "rejected",
+                    # what only a rejected line needs: null for events, so the shuffle does not carry it
+                    F.when(rejected, F.col("source_file")).alias("source_file"),
+                    F.when(rejected, F.col("line")).alias("line"),
+                    F.when(rejected, F.col(CORRUPT_COLUMN)).alias(CORRUPT_COLUMN),
+                    # A rejected line's key: a random UUID, so no two lines, and no line and event, share
+                    # a key (a replayed batch starts from the state before it, so new UUIDs do no harm).
+                    F.when(rejected, F.concat(F.lit("\u0000rejected "), F.expr("uuid()")))
+                    .otherwise(F.col("id")).alias(DEDUP_KEY),
+                    F.when(~rejected, F.timestamp_millis(INGEST_TIME)).alias(EVENT_TIME))
+            .withWatermark(EVENT_TIME, settings.spark.dedup_horizon)
+            .dropDuplicatesWithinWatermark([DEDUP_KEY])
+            .drop(EVENT_TIME, DEDUP_KEY))
+
+
+def rejected_lines(batch: "DataFrame") -> "DataFrame":
+    """The rejected rows of a ``landing_stream`` batch as (source_file, reason, record, record_bytes)."""
+    from pyspark.sql import functions as F
+
+    return (batch.where(F.col("rejected"))
+            .withColumn("json", F.when(F.col(CORRUPT_COLUMN).isNotNull(), F.expr("try_parse_json(line)")))
+            .select("source_file", _rejection_reason().alias("reason"),
+                    F.when(F.octet_length("line") <= RECORD_LIMIT_BYTES, F.col("line"))
+                    .otherwise(F.expr(f"CAST(substring(CAST(line AS BINARY), 1, {RECORD_LIMIT_BYTES}) AS STRING)"))
+                    .alias("record"),
+                    F.octet_length("line").cast("long").alias("record_bytes")))
 
 
 def delay_bucket_column(delay: str) -> Any:
@@ -194,71 +219,83 @@ def delay_bucket_column(delay: str) -> Any:
                   f"ELSE CAST(signum({delay}) AS BIGINT) * ((abs({delay}) div {scale}) * {scale}) END")
 
 
+_GROUPING_SETS: dict[str, tuple[str, ...]] = {
+    "m": ("rejected", "kind", "gateway", "pattern", "minute_ms"),
+    "b": ("rejected", "kind", "pattern", "variable", "value"),
+    "d": ("rejected", "minute_ms", "kind", "bucket_ms"),
+    "s": ("rejected", "kind", "gateway", "sensor", "property", "minute_ms"),
+}
+"""The four aggregates as grouping sets of one group-by: matches per minute, binding values, the delay
+histogram, significant per minute. Every set has the kind, and the ``rejected`` flag: Python keeps the
+events of the kinds each aggregate counts, and takes the number of rejected lines from the delay set."""
+_GROUPING_COLUMNS = ("rejected", "kind", "gateway", "pattern", "minute_ms", "variable", "value", "bucket_ms",
+                     "sensor", "property")
+
+
+def _grouping_id(names: tuple[str, ...]) -> int:
+    """Spark's grouping_id() of a grouping set: a 1 bit for each grouping column not in the set."""
+    bits = 0
+    for name in _GROUPING_COLUMNS:
+        bits = (bits << 1) | (name not in names)
+    return bits
+
+
 def batch_aggregates(batch: "DataFrame") -> BatchAggregates:
     """One micro-batch's contribution to every aggregate, computed by Spark, collected small.
 
     ``batch`` is a batch of ``landing_stream``: events and rejected lines. The
-    four group-bys over the events and the rejected lines themselves (few, and
-    each cut to RECORD_LIMIT_BYTES) are unioned into one narrow result so the
-    batch costs one Spark job, not five: each row is tagged with what it is.
+    four aggregates are the grouping sets of one group-by (one Spark job, one
+    shuffle), over the rows with their bindings exploded alongside (``pos`` is
+    the binding's position: only the row of the first binding counts the row
+    itself). The same job counts the rejected lines; only a batch that has
+    some runs a second job to collect them with their reasons (few, each cut
+    to RECORD_LIMIT_BYTES): the reason is a large expression, and most batches
+    need none.
     """
     from pyspark.sql import functions as F
 
-    ev = batch.where(F.col("reason").isNull()).select(
-        F.coalesce("gateway", F.lit("")).alias("gateway"),
-        F.coalesce("pattern", F.lit("")).alias("pattern"),
-        "kind", "bindings",
-        F.coalesce("sensor", F.lit("")).alias("sensor"),
-        F.coalesce("property", F.lit("")).alias("property"),
-        F.expr("(windowEnd div 60000) * 60000").alias("minute_ms"),
-        (F.col("ingestTime") - F.col("windowEnd")).alias("delay"),
-    )
-    matches = ev.where(F.col("kind") == "match")
-    zero, empty = F.lit(0).cast("long"), F.lit("")
-
-    def tagged(tag: str, df: "DataFrame", k1: Any, k2: Any, k3: Any, minute: Any, bucket: Any, count: Any,
-               total: Any, low: Any, high: Any) -> "DataFrame":
-        return df.select(F.lit(tag).alias("agg"), k1.alias("k1"), k2.alias("k2"), k3.alias("k3"),
-                         minute.cast("long").alias("minute"), bucket.cast("long").alias("bucket"),
-                         count.cast("long").alias("n"), total.cast("long").alias("total"),
-                         low.cast("long").alias("low"), high.cast("long").alias("high"))
-
     c = F.col
-    by_minute = matches.groupBy("gateway", "pattern", "minute_ms").agg(F.count(F.lit(1)).alias("n"))
-    by_value = (matches.select("pattern", F.explode("bindings").alias("b"))
-                .select("pattern", F.coalesce("b.variable", empty).alias("variable"),
-                        F.coalesce("b.value", empty).alias("value"))
-                .groupBy("pattern", "variable", "value").agg(F.count(F.lit(1)).alias("n")))
-    by_delay = (ev.withColumn("bucket_ms", delay_bucket_column("delay"))
-                .groupBy("minute_ms", "kind", "bucket_ms")
-                .agg(F.count(F.lit(1)).alias("n"), F.sum("delay").alias("total"), F.min("delay").alias("low"),
-                     F.max("delay").alias("high")))
-    by_sensor = (ev.where(c("kind") == "significant").groupBy("gateway", "sensor", "property", "minute_ms")
-                 .agg(F.count(F.lit(1)).alias("n")))
-    rejected = batch.where(c("reason").isNotNull())
-    rows = (tagged("m", by_minute, c("gateway"), c("pattern"), empty, c("minute_ms"), zero, c("n"), zero, zero, zero)
-            .unionByName(tagged("b", by_value, c("pattern"), c("variable"), c("value"), zero, zero, c("n"),
-                                zero, zero, zero))
-            .unionByName(tagged("d", by_delay, c("kind"), empty, empty, c("minute_ms"), c("bucket_ms"), c("n"),
-                                c("total"), c("low"), c("high")))
-            .unionByName(tagged("s", by_sensor, c("gateway"), c("sensor"), c("property"), c("minute_ms"), zero,
-                                c("n"), zero, zero, zero))
-            .unionByName(tagged("r", rejected, c("reason"), c("source_file"), c("record"), zero, zero,
-                                c("record_bytes"), zero, zero, zero))
-            .collect())
+    empty = F.lit("")
+    rows = (batch
+            .select("rejected", F.coalesce("gateway", empty).alias("gateway"),
+                    F.coalesce("pattern", empty).alias("pattern"), "kind",
+                    F.coalesce("sensor", empty).alias("sensor"), F.coalesce("property", empty).alias("property"),
+                    F.expr("(windowEnd div 60000) * 60000").alias("minute_ms"),
+                    (c("ingestTime") - c("windowEnd")).alias("delay"),
+                    F.posexplode_outer(F.when(~c("rejected") & (c("kind") == "match"), c("bindings")))
+                    .alias("pos", "b"))
+            .select("*", delay_bucket_column("delay").alias("bucket_ms"),
+                    F.coalesce("b.variable", empty).alias("variable"), F.coalesce("b.value", empty).alias("value"),
+                    (c("pos").isNull() | (c("pos") == 0)).alias("first")))
+    one = F.lit(1).cast("long")
+    grouped = (rows.groupingSets([list(names) for names in _GROUPING_SETS.values()], *_GROUPING_COLUMNS)
+               .agg(F.grouping_id().cast("long").alias("gid"),
+                    F.sum(F.when(c("first"), one).otherwise(0)).alias("n"),
+                    F.sum(F.when(c("pos").isNotNull(), one).otherwise(0)).alias("nb"),
+                    F.sum(F.when(c("first"), c("delay"))).alias("total"),
+                    F.min("delay").alias("low"), F.max("delay").alias("high")))
+    ids = {tag: _grouping_id(names) for tag, names in _GROUPING_SETS.items()}
     result = BatchAggregates()
-    for r in rows:
-        if r.agg == "m":
-            result.matches.append((r.k1, r.k2, r.minute, r.n))
-        elif r.agg == "b":
-            result.bindings.append((r.k1, r.k2, r.k3, r.n))
-        elif r.agg == "d":
-            result.delays.append((r.minute, r.k1, r.bucket, r.n, r.total, r.low, r.high))
+    rejected = 0
+    for r in grouped.collect():
+        if r.rejected:
+            if r.gid == ids["d"]:
+                rejected += r.n
+        elif r.gid == ids["m"]:
+            if r.kind == "match":
+                result.matches.append((r.gateway, r.pattern, r.minute_ms, r.n))
+        elif r.gid == ids["b"]:
+            if r.kind == "match" and r.nb:
+                result.bindings.append((r.pattern, r.variable, r.value, r.nb))
+        elif r.gid == ids["d"]:
+            result.delays.append((r.minute_ms, r.kind, r.bucket_ms, r.n, r.total, r.low, r.high))
             result.rows += r.n  # every event has exactly one delay
-        elif r.agg == "s":
-            result.significant.append((r.k1, r.k2, r.k3, r.minute, r.n))
-        else:
-            result.rejected.append(RejectedRecord(r.k2 or "", r.k1, r.k3 or "", r.n or 0))
+        elif r.gid == ids["s"]:
+            if r.kind == "significant":
+                result.significant.append((r.gateway, r.sensor, r.property, r.minute_ms, r.n))
+    if rejected:
+        result.rejected = [RejectedRecord(r.source_file or "", r.reason, r.record or "", r.record_bytes or 0)
+                           for r in rejected_lines(batch).collect()]
     return result
 
 
@@ -298,7 +335,7 @@ class AggregateSink:
                 return
             aggregated = time.monotonic()
             if partial.rows:
-                (batch.where(F.col("reason").isNull()).select(*HISTORY_COLUMNS)
+                (batch.where(~F.col("rejected")).select(*HISTORY_COLUMNS)
                  .write.mode("overwrite").parquet(f"{self.history}/events/batch_id={batch_id}"))
             written = time.monotonic()
             _failpoint("before_sqlite", batch_id)
@@ -348,12 +385,14 @@ def _progress_listener() -> Any:
             state_rows = sum(op.numRowsTotal for op in (p.stateOperators or []))
             dropped_late = sum(op.numRowsDroppedByWatermark for op in (p.stateOperators or []))
             durations = p.durationMs or {}
-            # Spark counts every line once per scan of the batch's files.
             log.info("progress batch=%d rows_in=%d input_rows_per_s=%.1f processed_rows_per_s=%.1f "
                      "batch_ms=%s sink_and_state_ms=%s dedup_state_rows=%d dropped_late=%d", p.batchId,
-                     p.numInputRows // SCANS_PER_BATCH, (p.inputRowsPerSecond or 0.0) / SCANS_PER_BATCH,
-                     (p.processedRowsPerSecond or 0.0) / SCANS_PER_BATCH, durations.get("triggerExecution"),
-                     durations.get("addBatch"), state_rows, dropped_late)
+                     p.numInputRows, p.inputRowsPerSecond or 0.0, p.processedRowsPerSecond or 0.0,
+                     durations.get("triggerExecution"), durations.get("addBatch"), state_rows, dropped_late)
+            if dropped_late:
+                log.warning("dropped late batch=%d events=%d: ingest time older than the de-duplication "
+                            "horizon (spark.dedup_horizon) behind the newest seen; not counted (see docs/cloud.md)",
+                            p.batchId, dropped_late)
 
         def onQueryIdle(self, event: Any) -> None:
             pass
