@@ -28,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
         spec = importlib.util.spec_from_file_location(path.stem, path)
         module = importlib.util.module_from_spec(spec)
         assert spec.loader is not None
+        sys.modules[path.stem] = module     # as an import would (dataclasses look their module up there)
         spec.loader.exec_module(module)
         started = time.monotonic()
         rc = module.main(["--quick"] if quick else [])
