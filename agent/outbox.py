@@ -160,27 +160,14 @@ class Outbox:
     def append(self, event_id: str, kind: str, payload: bytes, now_ms: int | None = None) -> int | None:
         """Store one event; its sequence number, or None when the policy refused it."""
         now_ms = _now_ms() if now_ms is None else now_ms
-        size = len(payload)
         with self._lock:
-            self._expire(now_ms)
-            if self._bytes + size > self.max_bytes:
-                if self.policy == REFUSE_NEWEST or size > self.max_bytes:
-                    self._count("refused", 1)
-                    log.error("outbox event=refused id=%s bytes=%d outbox_bytes=%d max_bytes=%d",
-                              event_id, size, self._bytes, self.max_bytes)
-                    return None
-                self._drop_oldest_until(self.max_bytes - size)
-            row = (event_id, kind, now_ms, size, payload)
             try:
-                cur = self._conn.execute(_INSERT, row)
+                return self._insert(event_id, kind, payload, now_ms)
             except sqlite3.OperationalError:
                 raise            # disk full, I/O: the caller counts and logs it
             except sqlite3.DatabaseError as exc:
                 self._recover(exc)
-                cur = self._conn.execute(_INSERT, row)
-            self._depth += 1
-            self._bytes += size
-            return int(cur.lastrowid)
+                return self._insert(event_id, kind, payload, now_ms)
 
     def append_batch(self, rows: Sequence[tuple[str, str, bytes]], also: Callable[[sqlite3.Connection], None] | None,
                      now_ms: int | None = None) -> list[int | None]:

@@ -310,6 +310,41 @@ def hot_message(n: int, celsius: float = 70.0) -> bytes:
 HOUR_MS, DAY_MS = 3_600_000, 86_400_000
 
 
+class SmokeThenHot:
+    """A room 3 smoke alarm handled (and acknowledged), the agent killed and started again
+    (with ``restart_env`` for the test hook), then a hot reading in room 3."""
+
+    def __init__(self, tmp_path: Path, local: MosquittoBroker, cloud: MosquittoBroker, monkeypatch,
+                 state: dict | None = None, start_env: str = "", restart_env: str = "") -> None:
+        self.watcher = CloudWatcher(cloud)
+        overrides = {"config": {"bootstrap": str(CONFIG)}, "significance": {"enabled": False}, "state": state or {}}
+        monkeypatch.setenv("EDGEWAVE_AGENT_CLOCK", start_env)
+        self.agent = AgentProcess(tmp_path / "agent", local, cloud, overrides).start()
+        self.sensors = client(local, "smoke-then-hot-sensors")
+        self.sensors.loop_start()
+        try:
+            wait_for(self.sensors.is_connected, 15, "sensors connected")
+            self.sensors.publish("ew/in/building/gw1-room3-smoke", smoke_message(1), qos=1).wait_for_publish(15)
+            wait_for(lambda: self.agent.counters().get("messages_in") == 1, 30, "the smoke message handled")
+            time.sleep(0.3)                          # its acknowledgement on the broker: no redelivery
+            self.agent.kill()
+            monkeypatch.setenv("EDGEWAVE_AGENT_CLOCK", restart_env)
+            time.sleep(DOWN_S)
+            self.agent.start()
+            self.sensors.publish("ew/in/building/gw1-room3-temperature", hot_message(1),
+                                 qos=1).wait_for_publish(15)
+            wait_for(lambda: self.agent.counters().get("messages_in") == 1, 30, "the hot reading handled")
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        self.sensors.disconnect()
+        self.sensors.loop_stop()
+        self.agent.stop()
+        self.watcher.close()
+
+
 @pytest.mark.parametrize("offset_ms, boot, expected", [
     (-HOUR_MS, "same", "restored"), (DAY_MS, "same", "restored"),
     (-HOUR_MS, "other", "discarded"), (DAY_MS, "other", "expired")],
@@ -321,72 +356,40 @@ def test_clock_stepped_while_the_agent_is_down(tmp_path, mqtt_broker, mqtt_broke
     spans seconds; on another boot the wall clock decides: a day later the windows have
     expired; an hour earlier than the journal's last row the time down is unknown and the
     windows are discarded (counted)."""
-    watcher = CloudWatcher(mqtt_broker2)
-    overrides = {"config": {"bootstrap": str(CONFIG)}, "significance": {"enabled": False}}
-    monkeypatch.setenv("EDGEWAVE_AGENT_CLOCK", "wall_offset_ms=0,boot_id=crash-test-boot-1")
-    agent = AgentProcess(tmp_path / "agent", mqtt_broker, mqtt_broker2, overrides).start()
-    sensors = client(mqtt_broker, "clock-sensors")
-    sensors.loop_start()
-    wait_for(sensors.is_connected, 15, "sensors connected")
+    boot_id = "crash-test-boot-1" if boot == "same" else "crash-test-boot-2"
+    run = SmokeThenHot(tmp_path, mqtt_broker, mqtt_broker2, monkeypatch,
+                       start_env="wall_offset_ms=0,boot_id=crash-test-boot-1",
+                       restart_env=f"wall_offset_ms={offset_ms},boot_id={boot_id}")
+    stepped_now = int(time.time() * 1000) + offset_ms
     try:
-        sensors.publish("ew/in/building/gw1-room3-smoke", smoke_message(1), qos=1).wait_for_publish(15)
-        wait_for(lambda: agent.counters().get("messages_in") == 1, 30, "the smoke message handled")
-        time.sleep(0.3)                          # its acknowledgement on the broker: no redelivery
-        agent.kill()
-        boot_id = "crash-test-boot-1" if boot == "same" else "crash-test-boot-2"
-        monkeypatch.setenv("EDGEWAVE_AGENT_CLOCK", f"wall_offset_ms={offset_ms},boot_id={boot_id}")
-        time.sleep(DOWN_S)
-        agent.start()
-        stepped_now = int(time.time() * 1000) + offset_ms
-        sensors.publish("ew/in/building/gw1-room3-temperature", hot_message(1), qos=1).wait_for_publish(15)
-        wait_for(lambda: agent.counters().get("messages_in") == 1, 30, "the hot reading handled")
-        counters = agent.counters()
+        counters = run.agent.counters()
         if expected == "restored":
-            wait_for(lambda: watcher.matches("fire"), 30, "the fire across the restart")
-            (fire,) = watcher.matches("fire")
+            wait_for(lambda: run.watcher.matches("fire"), 30, "the fire across the restart")
+            (fire,) = run.watcher.matches("fire")
             assert counters["state_restored"] == 1
             # the smoke alarm kept its true age: the match spans the time down, not the step
             assert 0 <= fire["windowEnd"] - fire["windowStart"] < 30_000
             assert abs(fire["windowEnd"] - stepped_now) < 30_000       # on the stepped wall clock
         else:
             time.sleep(2.0)
-            assert watcher.matches("fire") == []
+            assert run.watcher.matches("fire") == []
             assert counters["state_restored"] == 0
             assert counters["state_discarded"] == (1 if expected == "discarded" else 0)
             assert counters["state_clock_unknown"] == (1 if expected == "discarded" else 0)
-        assert "Traceback" not in agent.log()
+        assert "Traceback" not in run.agent.log()
     finally:
-        sensors.disconnect()
-        sensors.loop_stop()
-        agent.stop()
-        watcher.close()
+        run.close()
 
 
-def test_without_durable_windows_a_crash_loses_the_window(tmp_path, mqtt_broker, mqtt_broker2):
+def test_without_durable_windows_a_crash_loses_the_window(tmp_path, mqtt_broker, mqtt_broker2, monkeypatch):
     """state.durable_windows: false is the behaviour before the journal: the smoke alarm
     handled before the crash is gone, and the fire it would have made never arrives."""
-    watcher = CloudWatcher(mqtt_broker2)
-    overrides = {"config": {"bootstrap": str(CONFIG)}, "significance": {"enabled": False},
-                 "state": {"durable_windows": False}}
-    agent = AgentProcess(tmp_path / "agent", mqtt_broker, mqtt_broker2, overrides).start()
-    sensors = client(mqtt_broker, "off-sensors")
-    sensors.loop_start()
-    wait_for(sensors.is_connected, 15, "sensors connected")
+    run = SmokeThenHot(tmp_path, mqtt_broker, mqtt_broker2, monkeypatch, state={"durable_windows": False})
     try:
-        sensors.publish("ew/in/building/gw1-room3-smoke", smoke_message(1), qos=1).wait_for_publish(15)
-        wait_for(lambda: agent.counters().get("messages_in") == 1, 30, "the smoke message handled")
-        time.sleep(0.3)                          # its acknowledgement on the broker: no redelivery
-        agent.kill()
-        agent.start()
-        sensors.publish("ew/in/building/gw1-room3-temperature", hot_message(1), qos=1).wait_for_publish(15)
-        wait_for(lambda: agent.counters().get("messages_in") == 1, 30, "the hot reading handled")
         time.sleep(1.5)
-        assert watcher.matches("fire") == []
+        assert run.watcher.matches("fire") == []
     finally:
-        sensors.disconnect()
-        sensors.loop_stop()
-        agent.stop()
-        watcher.close()
+        run.close()
 
 
 def test_status_message_carries_the_state_counters(tmp_path, mqtt_broker, mqtt_broker2):
