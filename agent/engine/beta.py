@@ -276,7 +276,7 @@ class StarJoinNode(BetaNode):
     * a new child of a star level gets its tokens recomputed (``current_tokens``).
     """
 
-    __slots__ = ("star_slot", "path", "levels", "gate", "quiet")
+    __slots__ = ("star_slot", "path", "levels", "indexes", "gate", "quiet")
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -284,6 +284,7 @@ class StarJoinNode(BetaNode):
         self.star_slot: int = 0 if parent is None else parent.star_slot  # type: ignore[union-attr]
         self.path: tuple[StarJoinNode, ...] = (*(parent.path if parent is not None else ()), self)  # type: ignore[union-attr]
         self.levels: tuple[StarLevel, ...] = ()  # set by refresh()
+        self.indexes: tuple[dict, ...] = ()  # set by refresh(): the levels' alpha indexes
         self.gate: dict | None = None
         self.quiet: tuple[dict, ...] | None = None
 
@@ -299,6 +300,7 @@ class StarJoinNode(BetaNode):
     def refresh(self) -> None:
         super().refresh()
         self.levels = tuple((n.alpha.index, n.new_at, n.new_values, n.filters, n.width) for n in self.path)
+        self.indexes = tuple(n.alpha.index for n in self.path)
         quiet = None
         if self.children and not self.productions and all(isinstance(c, StarJoinNode) for c in self.children):
             quiet = tuple(c.alpha.index for c in self.children)
@@ -335,7 +337,7 @@ class StarJoinNode(BetaNode):
         activation, so leaving it out here makes every match once."""
         levels = self.levels
         buckets = []
-        for index, _, _, _, _ in levels:  # every level must have something for the key
+        for index in self.indexes:  # every level must have something for the key
             bucket = index.get(key)
             if not bucket:
                 return ()
@@ -458,20 +460,26 @@ class Production:
         self.count = 0
 
     def fire(self, token: Token) -> None:
+        """A token reached the end of the chain: a match if it is in this query's window now."""
+        # Callables kept in slots are read into locals first: a slot called like a method
+        # is looked up the slow way on every call.
+        clock = self.clock
         start = token[START]
         end = token[END]
         if start != NO_START:
             if self.uniform:
-                if end - start > self.width or start + self.width < self.clock():
+                if end - start > self.width or start + self.width < clock():
                     return
             else:
                 deadline = token[DEADLINE]
-                if end > deadline or deadline < self.clock():
+                if end > deadline or deadline < clock():
                     return
         else:
             start = end = -1
         self.count += 1
-        self.deliver(Match(self.name, dict(zip(self.names, self.getter(token[ROW]))), start, end, token))
+        getter = self.getter
+        deliver = self.deliver
+        deliver(Match(self.name, dict(zip(self.names, getter(token[ROW]))), start, end, token))
 
 
 __all__ = ["BetaNode", "JoinNode", "StarJoinNode", "Production", "extend", "NO_START", "NO_END", "NO_DEADLINE"]
