@@ -1,19 +1,31 @@
-"""Outbox -> cloud broker uplink with a real Mosquitto: PUBACK-driven deletion, order, pacing, reconnects."""
+"""Outbox -> cloud broker uplink with a real Mosquitto: PUBACK-driven deletion, order, pacing,
+reconnects; one JSON event a message (batching off), and batches (several events a message,
+each still its own outbox row, deleted on that message's PUBACK)."""
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
+from typing import Iterator
 
+import pytest
 from agent_harness import CloudWatcher, wait_for
 
-from edgewave.agent.config import ReconnectSettings, SessionBrokerSettings
+from edgewave.agent.config import ReconnectSettings, SessionBrokerSettings, UplinkBatchSettings
 from edgewave.agent.mqtt_link import Backoff, MqttLink
 from edgewave.agent.outbox import Outbox
 from edgewave.agent.uplink import Uplink
-from edgewave.shared.events import encode_event, match_event
+from edgewave.shared.events import encode_event, match_event, significant_event
 
 
 def event(n: int) -> dict:
     return match_event("gw1", "p", {"n": f'"{n}"'}, n, n, [((f"<urn:e{n}>", "<urn:p>", f'"{n}"'), n)], n)
+
+
+def mixed_event(n: int) -> dict:
+    """Every fifth a match, the others significant observations (which may wait for company)."""
+    if n % 5 == 4:
+        return event(n)
+    return significant_event("gw1", "<urn:s1>", "<urn:temp>", f'"{n}"', n, [(f"<urn:o{n}>", "<urn:p>", f'"{n}"')], n)
 
 
 def make_uplink(tmp_path, broker, **kw):
@@ -21,10 +33,36 @@ def make_uplink(tmp_path, broker, **kw):
     link = MqttLink("cloud", SessionBrokerSettings(host=broker.host, port=broker.port), ReconnectSettings(0.1, 0.5),
                     client_id="uplink-test", persistent=True, max_inflight=kw.get("max_inflight", 10))
     uplink = Uplink(outbox, link, "ew/gw1/events", max_inflight=kw.get("max_inflight", 10),
-                    max_rate_per_s=kw.get("max_rate_per_s", 1000), resend_after_s=kw.get("resend_after_s", 2))
+                    max_rate_per_s=kw.get("max_rate_per_s", 1000), resend_after_s=kw.get("resend_after_s", 2),
+                    batch=kw.get("batch"))
     link.on_published = uplink.on_published
     link.on_connected = uplink.on_connected
     return outbox, link, uplink
+
+
+@contextmanager
+def running(uplink: Uplink, link: MqttLink, watcher: CloudWatcher) -> Iterator[None]:
+    """Both started; both stopped and the watcher closed however the test ends."""
+    try:
+        uplink.start()
+        link.start()
+        assert link.wait_connected(15)
+        yield
+    finally:
+        uplink.stop()
+        link.stop()
+        watcher.close()
+
+
+def store(outbox: Outbox, n: int, make=mixed_event) -> tuple[int, bytes]:  # noqa: ANN001
+    e = make(n)
+    seq = outbox.append(e["id"], e["kind"], encode_event(e))
+    assert seq is not None
+    return seq, encode_event(e)
+
+
+def number(e: dict) -> int:
+    return int((e["result"] or e["bindings"][0]["value"]).strip('"'))
 
 
 def numbers(watcher: CloudWatcher) -> list[int]:
@@ -32,7 +70,7 @@ def numbers(watcher: CloudWatcher) -> list[int]:
     for e in watcher.events:
         if e["id"] not in seen:
             seen.add(e["id"])
-            out.append(int(e["bindings"][0]["value"].strip('"')))
+            out.append(number(e))
     return out
 
 
@@ -106,15 +144,16 @@ def test_pacing_limits_the_publish_rate(tmp_path, mqtt_broker):
         watcher.close()
 
 
-def test_broker_restart_mid_stream_keeps_everything_in_order(tmp_path, mqtt_broker):
+@pytest.mark.parametrize("batch", [None, UplinkBatchSettings(max_events=8, linger_ms=50)], ids=["single", "batched"])
+def test_broker_restart_mid_stream_keeps_everything_in_order(tmp_path, mqtt_broker, batch):
     watcher = CloudWatcher(mqtt_broker)
-    outbox, link, uplink = make_uplink(tmp_path, mqtt_broker, max_rate_per_s=200)
+    outbox, link, uplink = make_uplink(tmp_path, mqtt_broker, max_rate_per_s=200, batch=batch)
     try:
         uplink.start()
         link.start()
         assert link.wait_connected(15)
         for n in range(100):
-            outbox.append(event(n)["id"], "match", encode_event(event(n)))
+            store(outbox, n, event if batch is None else mixed_event)
             uplink.notify()
             if n == 40:
                 mqtt_broker.stop()
@@ -132,6 +171,50 @@ def test_broker_restart_mid_stream_keeps_everything_in_order(tmp_path, mqtt_brok
         uplink.stop()
         link.stop()
         watcher.close()
+
+
+def test_a_backlog_goes_up_in_batches_in_order_and_is_deleted_on_their_pubacks(tmp_path, mqtt_broker):
+    watcher = CloudWatcher(mqtt_broker)
+    outbox, link, uplink = make_uplink(tmp_path, mqtt_broker, batch=UplinkBatchSettings(max_events=32, linger_ms=200))
+    for n in range(250):
+        store(outbox, n)
+    with running(uplink, link, watcher):
+        wait_for(lambda: len(watcher.events) >= 250, 30, lambda: f"250 events (got {len(watcher.events)})")
+        wait_for(lambda: outbox.stats().depth == 0, 10, "outbox emptied by PUBACKs")
+        assert [number(e) for e in watcher.events] == list(range(250))
+        assert [e["id"] for e in watcher.events] == [mixed_event(n)["id"] for n in range(250)]
+        sizes = [count for count, _ in watcher.event_messages]
+        assert max(sizes) <= 32 and len(sizes) < 250 / 8, sizes
+        wait_for(lambda: uplink.forwarded == 250, 5, "every event counted")
+        assert uplink.bytes_forwarded == sum(size for _, size in watcher.event_messages)
+        assert uplink.bytes_forwarded * 10 < sum(len(encode_event(mixed_event(n))) for n in range(250))
+        assert uplink.inflight == 0
+
+
+def test_significant_observations_linger_and_a_match_takes_them_along_at_once(tmp_path, mqtt_broker):
+    watcher = CloudWatcher(mqtt_broker)
+    outbox, link, uplink = make_uplink(tmp_path, mqtt_broker, batch=UplinkBatchSettings(linger_ms=1500))
+
+    def stored(*ns: int) -> None:      # stored and handed over on the network thread, as the agent does
+        fresh = [store(outbox, n) for n in ns]
+        link.call(lambda: uplink.notify(fresh))
+
+    with running(uplink, link, watcher):
+        stored(0, 1)
+        time.sleep(0.5)
+        assert watcher.events == []                             # waiting for company
+        sent = time.monotonic()
+        stored(4)                                               # a match
+        wait_for(lambda: len(watcher.events) == 3, 5, "the match and the two before it")
+        assert time.monotonic() - sent < 1.0
+        assert [number(e) for e in watcher.events] == [0, 1, 4] and watcher.event_messages[0][0] == 3
+        started = time.monotonic()
+        stored(5)                                               # alone: goes once its linger is over
+        wait_for(lambda: len(watcher.events) == 4, 5, "the lingering observation")
+        assert 1.2 < time.monotonic() - started < 3.0
+        stored(6)
+        assert uplink.drain(5)                                  # shutting down: nothing waits
+        assert numbers(watcher) == [0, 1, 4, 5, 6] and outbox.stats().depth == 0
 
 
 def test_backoff_grows_exponentially_with_jitter():
