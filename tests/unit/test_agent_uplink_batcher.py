@@ -106,3 +106,25 @@ def test_event_content_options_keep_the_id() -> None:
 def test_the_shipped_defaults_batch_and_leave_significant_triples_out() -> None:
     s = settings_from_dict({}).uplink
     assert s.batch.enabled and s.match_content == "full" and s.significant_triples is False
+
+
+def test_the_pipeline_makes_events_with_the_configured_content() -> None:
+    from agent_harness import ALARM, alarm, config_document, observation
+
+    from edgewave.agent.pipeline import Pipeline
+    from edgewave.agent.reconfigure import compile_document
+    from edgewave.agent.status import Counters
+
+    def events(uplink: dict) -> list[dict]:
+        settings = settings_from_dict({"config": {"key": "k"}, "uplink": uplink})
+        pipeline = Pipeline(settings, Counters())
+        pipeline.rebuild(compile_document(1, "trig", config_document(1, patterns={"alarm": ALARM}), settings))
+        return [*pipeline.handle("ew/in/alarm/s1", alarm(1), 1_000).events,
+                *pipeline.handle("ew/in/air/t1", observation("o1", "t1", "temperature", 20.5), 1_001).events]
+
+    shipped = events({})
+    assert [e["kind"] for e in shipped] == ["match", "significant"]
+    assert shipped[0]["triples"] and shipped[0]["entailed"] == [] and shipped[1]["triples"] is None
+    other = events({"match_content": "none", "significant_triples": True})
+    assert other[0]["triples"] is None and other[0]["entailed"] is None and len(other[1]["triples"]) == 3
+    assert [e["id"] for e in other] == [e["id"] for e in shipped]
