@@ -127,7 +127,10 @@ class Batcher:
                 break
         if events:
             try:
-                return encode_batch(events), len(events)
+                payload = encode_batch(events)
+                if len(events) == 1 and len(payload) >= len(rows[0].payload):
+                    return rows[0].payload, 1      # incompressible: as stored, within ingest's max_bytes
+                return payload, len(events)
             except BatchError as exc:
                 log.warning("uplink event=batch_refused error=%r action='first event alone, as stored'", str(exc))
         return rows[0].payload, 1

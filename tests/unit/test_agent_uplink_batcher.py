@@ -83,6 +83,15 @@ def test_a_row_that_is_not_an_event_goes_alone_as_stored() -> None:
     assert len(b) == 0
 
 
+def test_an_event_a_batch_would_not_shrink_goes_as_stored(monkeypatch) -> None:  # noqa: ANN001
+    """JSON always shrinks in practice; were it not to, ingest's single-event limit still holds."""
+    import edgewave.agent.uplink_batch as module
+    monkeypatch.setattr(module, "encode_batch", lambda events: b"\xff" * 5000)
+    b = batcher()
+    b.add([(1, match(1))])
+    assert b.encode(b.take(1)) == (match(1), 1)
+
+
 def test_only_a_match_is_urgent_whatever_its_strings_say() -> None:
     b = batcher()
     tricky = encode_event(significant_event("gw1", "<urn:s1>", "<urn:p>", '"kind":"match"', 1, [], 1))
