@@ -46,9 +46,11 @@ from .tokens import (
 
 Filter = Callable[[Sequence[str]], bool]
 ValuesReader = Callable[[Sequence[str]], tuple]
-# What a star level reads of itself to recompute tokens: (alpha index, new_at, new_values,
-# filters, width).
-StarLevel = tuple[dict, "int | None", ValuesReader, tuple[Filter, ...], int]
+# What a star recomputes its tokens from, per level (kept as separate tuples: unpacking one
+# wide tuple per level costs more than the rest of the loop): how the level reads its new
+# values, ``(new_at, new_values)``, and what it checks, ``(filters, width)``.
+StarRead = tuple["int | None", ValuesReader]
+StarCheck = tuple[tuple[Filter, ...], int]
 
 
 class BetaNode:
@@ -276,15 +278,17 @@ class StarJoinNode(BetaNode):
     * a new child of a star level gets its tokens recomputed (``current_tokens``).
     """
 
-    __slots__ = ("star_slot", "path", "levels", "indexes", "gate", "quiet")
+    __slots__ = ("star_slot", "path", "indexes", "reads", "checks", "gate", "quiet")
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         parent = self.parent
         self.star_slot: int = 0 if parent is None else parent.star_slot  # type: ignore[union-attr]
         self.path: tuple[StarJoinNode, ...] = (*(parent.path if parent is not None else ()), self)  # type: ignore[union-attr]
-        self.levels: tuple[StarLevel, ...] = ()  # set by refresh()
-        self.indexes: tuple[dict, ...] = ()  # set by refresh(): the levels' alpha indexes
+        # Set by refresh(), per level of ``path``: its alpha index, its StarRead, its StarCheck.
+        self.indexes: tuple[dict, ...] = ()
+        self.reads: tuple[StarRead, ...] = ()
+        self.checks: tuple[StarCheck, ...] = ()
         self.gate: dict | None = None
         self.quiet: tuple[dict, ...] | None = None
 
@@ -299,8 +303,9 @@ class StarJoinNode(BetaNode):
 
     def refresh(self) -> None:
         super().refresh()
-        self.levels = tuple((n.alpha.index, n.new_at, n.new_values, n.filters, n.width) for n in self.path)
         self.indexes = tuple(n.alpha.index for n in self.path)
+        self.reads = tuple((n.new_at, n.new_values) for n in self.path)
+        self.checks = tuple((n.filters, n.width) for n in self.path)
         quiet = None
         if self.children and not self.productions and all(isinstance(c, StarJoinNode) for c in self.children):
             quiet = tuple(c.alpha.index for c in self.children)
@@ -335,7 +340,6 @@ class StarJoinNode(BetaNode):
         memories of the star up to here. ``exclude`` is the entry being right-activated
         below: a combination using it higher up is made by that higher level's own
         activation, so leaving it out here makes every match once."""
-        levels = self.levels
         buckets = []
         for index in self.indexes:  # every level must have something for the key
             bucket = index.get(key)
@@ -343,9 +347,9 @@ class StarJoinNode(BetaNode):
                 return ()
             buckets.append(bucket)
         if sum(map(len, buckets)) == len(buckets):
-            return _one_entry_star(levels, buckets, exclude)
+            return _one_entry_star(self.reads, self.checks, buckets, exclude)
         tokens: Sequence[Token] = TOPS
-        for (_, new_at, new_values, filters, width), bucket in zip(levels, buckets):
+        for (new_at, new_values), (filters, width), bucket in zip(self.reads, self.checks, buckets):
             tokens = extend(tokens, bucket, new_at, new_values, filters, width, exclude)
             if not tokens:
                 break
@@ -394,7 +398,9 @@ def extend(
     return out
 
 
-def _one_entry_star(levels: tuple[StarLevel, ...], buckets: list[list[Entry]], exclude: Entry | None) -> list[Token]:
+def _one_entry_star(
+    reads: Sequence[StarRead], checks: Sequence[StarCheck], buckets: list[list[Entry]], exclude: Entry | None,
+) -> list[Token]:
     """``StarJoinNode.tokens`` when every level holds one entry for the key (the usual
     star: one observation, one triple a property): at most one token, built in one pass.
     The same tokens as the ``extend`` chain but for their rows (``test_engine_copies``).
@@ -406,7 +412,7 @@ def _one_entry_star(levels: tuple[StarLevel, ...], buckets: list[list[Entry]], e
     of its peak memory at the 25 s window, where such partial matches wait for the next
     pattern."""
     values: list[str] = []
-    for (_, new_at, new_values, _, _), (entry,) in zip(levels, buckets):
+    for (new_at, new_values), (entry,) in zip(reads, buckets):
         if entry is exclude:
             return []
         if new_at is not None:
@@ -417,7 +423,7 @@ def _one_entry_star(levels: tuple[StarLevel, ...], buckets: list[list[Entry]], e
     token = TOP
     start = NO_START
     end = NO_END
-    for (_, _, _, filters, width), (entry,) in zip(levels, buckets):
+    for (filters, width), (entry,) in zip(checks, buckets):
         ts = entry[TIME]
         # tokens.widen(), written out as in extend(): a call per level costs more than it.
         if ts >= 0:

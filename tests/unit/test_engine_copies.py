@@ -214,18 +214,19 @@ def test_one_entry_star_makes_the_token_the_extend_chain_makes(seed):
     rng = random.Random(seed)
     for _ in range(200):
         n = rng.randint(1, 5)
-        levels = []
+        reads = []
+        checks = []
         for _ in range(n):
             positions = rng.choice([(2,), (0, 2), ()])
             # A FILTER reads the slots bound so far (here the first), never the whole row.
             filters = () if rng.random() < 0.7 else (lambda row: not row or row[0] != "b",)
-            levels.append(({}, positions[0] if len(positions) == 1 else None, values_reader(positions),
-                           filters, rng.choice((0, 50, 200))))
+            reads.append((positions[0] if len(positions) == 1 else None, values_reader(positions)))
+            checks.append((filters, rng.choice((0, 50, 200))))
         buckets = [[_entry(rng)] for _ in range(n)]
         exclude = rng.choice([None, None, rng.choice(buckets)[0]])
-        fast = _one_entry_star(tuple(levels), buckets, exclude)
+        fast = _one_entry_star(reads, checks, buckets, exclude)
         slow = TOPS
-        for (_, new_at, new_values, filters, width), bucket in zip(levels, buckets):
+        for (new_at, new_values), (filters, width), bucket in zip(reads, checks, buckets):
             slow = extend(slow, bucket, new_at, new_values, filters, width, exclude)
         assert len(fast) == len(slow) <= 1
         if fast:
