@@ -138,9 +138,8 @@ def publish_packet_bytes(topic: str, payload_len: int) -> int:
 def publisher_main(spec: dict[str, Any]) -> int:
     """Play gateways ``first`` .. ``last - 1`` from wall time ``t0`` for ``duration_s``; one JSON line
     on stdout a second ({"acked", "events_acked", "scheduled", "packet_bytes", "behind_s"}) and one per probe."""
-    import paho.mqtt.client as mqtt
-    from paho.mqtt.enums import CallbackAPIVersion
-
+    from edgewave.shared.broker import BrokerSettings
+    from edgewave.shared.mqtt_client import new_client
     from edgewave.shared.uplink_batch import encode_batch
 
     replay = Replay()
@@ -159,10 +158,8 @@ def publisher_main(spec: dict[str, Any]) -> int:
 
     clients = []
     for c in range(max(1, min(spec["connections"], len(gateways)))):
-        client = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5,
-                             client_id=f"fleet-{spec['tag']}-{c}")
-        client.max_inflight_messages_set(1000)
-        client.max_queued_messages_set(0)
+        client = new_client(BrokerSettings(host=spec["host"], port=spec["port"]), f"fleet-{spec['tag']}-{c}",
+                            max_inflight=1000)
 
         def on_publish(cl, userdata, mid, rc, props, c=c) -> None:  # noqa: ANN001
             with out_lock:

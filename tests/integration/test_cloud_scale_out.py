@@ -14,7 +14,9 @@ import pytest
 from cloud_harness import CloudProcess, match_counts, query, total_events, wait_for, write_config
 from cloud_workload import make_workload, publish
 from edgewave.cloud.landing import read_records
+from edgewave.shared.broker import BrokerSettings
 from edgewave.shared.events import encode_event
+from edgewave.shared.mqtt_client import new_client
 from edgewave.shared.topics import events_topic
 from edgewave.shared.uplink_batch import encode_batch
 
@@ -58,19 +60,13 @@ def as_messages(sequence: list[dict[str, Any]], batch_share: float, seed: int) -
 def publish_messages(host: str, port: int, messages: list[tuple[str, bytes, int]], rate: float,
                      progress: list[int]) -> None:
     """QoS 1, one client per gateway, ``rate`` messages/s; ``progress[0]`` counts messages sent."""
-    import paho.mqtt.client as mqtt
-    from paho.mqtt.enums import CallbackAPIVersion
-
-    clients: dict[str, mqtt.Client] = {}
+    clients: dict[str, Any] = {}
     infos = []
     started = time.monotonic()
     try:
         for n, (gw, payload, _) in enumerate(messages, 1):
             if gw not in clients:
-                client = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, client_id=f"test-agent-{gw}",
-                                     protocol=mqtt.MQTTv5)
-                client.max_inflight_messages_set(1000)
-                client.max_queued_messages_set(0)
+                client = new_client(BrokerSettings(host=host, port=port), f"test-agent-{gw}", max_inflight=1000)
                 client.connect(host, port)
                 client.loop_start()
                 clients[gw] = client
