@@ -16,12 +16,11 @@ from edgewave.agent.engine.beta import JoinNode, _one_entry_star, extend
 from edgewave.agent.engine.epsilon import SAME
 from edgewave.agent.engine.query import TriplePattern
 from edgewave.agent.engine.tokens import END, ENTRY, NO_END, NO_START, PARENT, ROW, START, TOP, TOPS, widen
+from edgewave.shared.vocab import (
+    OWL_INVERSEOF, OWL_SYMMETRIC, RDF_TYPE, RDFS_RANGE, RDFS_SUBCLASSOF, RDFS_SUBPROPERTYOF, XSD_INTEGER,
+)
 
 EX = "http://ex.org/"
-RDF_TYPE = "<http://www.w3.org/1999/02/22-rdf-syntax-ns#type>"
-RDFS = "http://www.w3.org/2000/01/rdf-schema#"
-OWL = "http://www.w3.org/2002/07/owl#"
-XSD_INT = "<http://www.w3.org/2001/XMLSchema#integer>"
 
 
 def ex(local: str) -> str:
@@ -29,11 +28,11 @@ def ex(local: str) -> str:
 
 
 SCHEMA = [
-    (ex("Special"), f"<{RDFS}subClassOf>", ex("Offer")),
-    (ex("cost"), f"<{RDFS}subPropertyOf>", ex("price")),
-    (ex("vendor"), f"<{RDFS}range>", ex("Shop")),
-    (ex("sells"), f"<{OWL}inverseOf>", ex("vendor")),
-    (ex("knows"), RDF_TYPE, f"<{OWL}SymmetricProperty>"),
+    (ex("Special"), RDFS_SUBCLASSOF, ex("Offer")),
+    (ex("cost"), RDFS_SUBPROPERTYOF, ex("price")),
+    (ex("vendor"), RDFS_RANGE, ex("Shop")),
+    (ex("sells"), OWL_INVERSEOF, ex("vendor")),
+    (ex("knows"), RDF_TYPE, OWL_SYMMETRIC),
 ]
 
 HEAD = f"PREFIX : <{EX}>\nREGISTER RSTREAM <{{name}}> AS SELECT *\n"
@@ -63,7 +62,7 @@ def stream(seed: int, n: int = 600) -> list[tuple[int, tuple[str, str, str]]]:
     for _ in range(n):
         ts += rng.choice((0, 0, 5, 40, 150))
         o = rng.choice(offers)
-        number = f'"{rng.randint(1, 6)}"^^{XSD_INT}'
+        number = f'"{rng.randint(1, 6)}"^^{XSD_INTEGER}'
         triple = rng.choice([
             (o, RDF_TYPE, rng.choice((ex("Offer"), ex("Special")))),
             (o, ex("price"), number),
