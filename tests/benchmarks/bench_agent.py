@@ -21,6 +21,14 @@ Runs ``edgewave-agent run`` as a subprocess between two brokers it starts itself
    own, idle while the first is measured) gets the same 1,000 completing msgs/s right
    after; p50/p99 and the bytes per event on the wire (every event is a match here, and
    a match never waits, so a message mostly carries one).
+6. durable windows (``state.durable_windows``, the default) against off, in one run: a
+   third agent with ``state.durable_windows: false`` (gw3, its own local broker) gets the
+   same latency rounds right after, and the same stepped mix after the first agent's; the
+   mix's observations go to the alarm stream, which a window reads, so every message is
+   journaled (no pattern keeps humidity, so the windows hold what they held before). Printed: p99 and sustained rate on and off (target: within 10 % of each
+   other), and the bytes each agent wrote to storage (``/proc/<pid>/io`` write_bytes) per
+   sensor byte received and per message, and what that makes per hour at the demo
+   scenario's rate (configs/scenarios/demo.yaml, recorded).
 
     python tests/benchmarks/bench_agent.py [--quick]
 """
@@ -176,6 +184,70 @@ class MachineLoad:
         self.steal_percent = 100 * (getattr(after, "steal", 0.0) - getattr(self.machine, "steal", 0.0)) / total
 
 
+def demo_rate() -> tuple[float, float]:
+    """Messages and payload bytes per hour of gw1 in the demo scenario (recorded here)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "demo.rec"
+        repo = HERE.parents[1]
+        subprocess.run([sys.executable, "-m", "edgewave.firmware_sim.cli", "record", "--config",
+                        str(repo / "configs/sim.yaml"), "--scenario", str(repo / "configs/scenarios/demo.yaml"),
+                        "--gateway", "gw1", "--out", str(out)], check=True, capture_output=True)
+        from edgewave.firmware_sim.recording import read_messages
+        messages = list(read_messages(out))
+    seconds = (messages[-1].ms - messages[0].ms) / 1000 or 1.0
+    size = sum(len(("\n".join(m.lines) + "\n").encode()) for m in messages)
+    return len(messages) * 3600 / seconds, size * 3600 / seconds
+
+
+def written_bytes(pid: int) -> int:
+    """Bytes the process caused to be written to storage (write_bytes; the bytes handed to
+    write() where the kernel does not count those)."""
+    io = psutil.Process(pid).io_counters()
+    return io.write_bytes or io.write_chars
+
+
+def step_mix(pub: mqtt.Client, recv: Receiver, rates: list[int], step_s: float, data_dir: Path,
+             pid: int) -> tuple[int, list[tuple], dict]:
+    """Step 2 for one agent: the demo-like mix stepped up until the lag grows; the highest
+    steady rate, each step's row, and the totals (input and forwarded bytes, storage writes)."""
+    counters_before = read_counters(data_dir)
+    written_before = written_bytes(pid)
+    sustained = 0
+    step_rows = []
+    n0 = 10_000_000
+    for rate in rates:
+        def make(n: int) -> tuple[str, bytes, int | None]:
+            if n % 20 == 0:
+                return "ew/in/alarm/s1", alarm(n), n
+            # on the alarm stream: a window reads it, so the journal takes every message, and no
+            # pattern holds humidity, so the engine's memory is what it was with its own stream
+            return f"ew/in/alarm/h{n % 50}", humidity(n, n % 50), None
+        step_started = time.perf_counter()
+        sent = publish_paced(pub, rate, step_s, make, start_n=n0)
+        achieved = int(rate * step_s) / (time.perf_counter() - step_started)
+        wait_arrivals(recv, set(sent), 20)
+        got = {n: recv.arrivals[n] - t for n, t in sent.items() if n in recv.arrivals}
+        ordered = [got[n] * 1000 for n in sorted(got)]
+        quarter = max(1, len(ordered) // 4)
+        head = statistics.median(ordered[:quarter]) if ordered else float("inf")
+        tail = statistics.median(ordered[-quarter:]) if ordered else float("inf")
+        ok = len(got) == len(sent) and tail - head < 50
+        step_rows.append((rate, achieved, len(sent) - len(got), head, tail, ok,
+                          percentile(ordered, .5) if ordered else float("inf"),
+                          percentile(ordered, .99) if ordered else float("inf")))
+        if not ok:
+            break
+        sustained = rate
+        n0 += int(rate * step_s) + 10
+        time.sleep(1.0)
+    time.sleep(1.5)
+    counters = read_counters(data_dir)
+    totals = {name: counters.get(name, 0) - counters_before.get(name, 0)
+              for name in ("bytes_in", "bytes_forwarded", "messages_in")}
+    totals["written"] = written_bytes(pid) - written_before
+    return sustained, step_rows, totals
+
+
 def read_counters(data_dir: Path) -> dict:
     path = data_dir / "status.json"
     return json.loads(path.read_text()).get("counters", {}) if path.exists() else {}
@@ -234,8 +306,9 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-agent-"))
     local = MosquittoBroker(work / "local").start()
     local_off = MosquittoBroker(work / "local-off").start()     # the batching-off agent's sensors
+    local_nostate = MosquittoBroker(work / "local-nostate").start()   # the durable-windows-off agent's
     cloud = MosquittoBroker(work / "cloud").start()
-    agent = agent_off = None
+    agent = agent_off = agent_nostate = None
     log = open(work / "agent.log", "wb")
     try:
         pub = _client(local, "bench-pub")
@@ -260,6 +333,14 @@ def main(argv: list[str] | None = None) -> int:
         pub_off.loop_start()
         recv_off = Receiver(cloud, "ew/gw2/events", alarm_numbers)
         warm_up(pub_off, recv_off, work)
+        # 6. the same with durable windows off
+        agent_nostate = start_agent(work, "gw3", local_nostate, cloud, bootstrap,
+                                    {"state": {"durable_windows": False}}, log)
+        pub_nostate = _client(local_nostate, "bench-pub-nostate")
+        pub_nostate.connect(local_nostate.host, local_nostate.port)
+        pub_nostate.loop_start()
+        recv_nostate = Receiver(cloud, "ew/gw3/events", alarm_numbers)
+        warm_up(pub_nostate, recv_nostate, work)
         time.sleep(0.5)
 
         # 1. latency at 1,000 msgs/s, every message completes the alarm pattern; in rounds,
@@ -268,6 +349,8 @@ def main(argv: list[str] | None = None) -> int:
         base: list[float] = []
         lat: list[float] = []
         lat_off: list[float] = []
+        lat_nostate: list[float] = []
+        nostate_rows = []
         missing = missing_off = 0
         latency_rows = []
         off_rows = []
@@ -290,44 +373,32 @@ def main(argv: list[str] | None = None) -> int:
             off_rows.append((percentile(round_off, .5), percentile(round_off, .99), machine.agent_percent,
                              machine.steal_percent))
             lat_off += round_off
+            # and to the agent with durable windows off
+            machine = MachineLoad(agent_nostate.pid)
+            sent = publish_paced(pub_nostate, 1000, latency_s, lambda n: ("ew/in/alarm/s1", alarm(n), n),
+                                 start_n=first)
+            machine.stop()
+            wait_arrivals(recv_nostate, set(sent), 30)
+            round_nostate = [(recv_nostate.arrivals[n] - t) * 1000 for n, t in sent.items()
+                             if n in recv_nostate.arrivals]
+            missing_off += len(sent) - len(round_nostate)
+            nostate_rows.append((percentile(round_nostate, .5), percentile(round_nostate, .99),
+                                 machine.agent_percent, machine.steal_percent))
+            lat_nostate += round_nostate
         base_recv.close()
         wire = ((recv.wire_bytes - wire[0]) / max(1, recv.events - wire[1]),
                 (recv_off.wire_bytes - wire_off[0]) / max(1, recv_off.events - wire_off[1]))
         recv_off.close()
         pub_off.loop_stop()
 
-        # 2. sustained rate with a demo-like mix, stepped
-        counters_before = read_counters(work / "data-gw1")
-        sustained = 0
-        step_rows = []
-        n0 = 10_000_000
-        for rate in rates:
-            def make(n: int) -> tuple[str, bytes, int | None]:
-                if n % 20 == 0:
-                    return "ew/in/alarm/s1", alarm(n), n
-                return f"ew/in/air/h{n % 50}", humidity(n, n % 50), None
-            step_started = time.perf_counter()
-            sent = publish_paced(pub, rate, step_s, make, start_n=n0)
-            achieved = int(rate * step_s) / (time.perf_counter() - step_started)
-            wait_arrivals(recv, set(sent), 20)
-            got = {n: recv.arrivals[n] - t for n, t in sent.items() if n in recv.arrivals}
-            ordered = [got[n] * 1000 for n in sorted(got)]
-            quarter = max(1, len(ordered) // 4)
-            head = statistics.median(ordered[:quarter]) if ordered else float("inf")
-            tail = statistics.median(ordered[-quarter:]) if ordered else float("inf")
-            ok = len(got) == len(sent) and tail - head < 50
-            step_rows.append((rate, achieved, len(sent) - len(got), head, tail, ok,
-                              percentile(ordered, .5) if ordered else float("inf"),
-                              percentile(ordered, .99) if ordered else float("inf")))
-            if not ok:
-                break
-            sustained = rate
-            n0 += int(rate * step_s) + 10
-            time.sleep(1.0)
-        time.sleep(1.5)
-        counters = read_counters(work / "data-gw1")
-        bytes_in = counters.get("bytes_in", 0) - counters_before.get("bytes_in", 0)
-        bytes_fwd = counters.get("bytes_forwarded", 0) - counters_before.get("bytes_forwarded", 0)
+        # 2. sustained rate with a demo-like mix, stepped; 6. the same for durable windows off
+        sustained, step_rows, totals = step_mix(pub, recv, rates, step_s, work / "data-gw1", agent.pid)
+        sustained_nostate, nostate_steps, totals_nostate = step_mix(pub_nostate, recv_nostate, rates, step_s,
+                                                                    work / "data-gw3", agent_nostate.pid)
+        recv_nostate.close()
+        pub_nostate.loop_stop()
+        bytes_in, bytes_fwd = totals["bytes_in"], totals["bytes_forwarded"]
+        demo_messages_h, demo_bytes_h = demo_rate()
         rss.stop_flag.set()
         rss.join()
         recv.close()
@@ -369,13 +440,38 @@ def main(argv: list[str] | None = None) -> int:
         ratio = bytes_fwd / bytes_in if bytes_in else float("nan")
         print(f"{'bytes forwarded / bytes received, demo mix':<52}{ratio:>14.3f}{'< 1':>16}"
               f"  ({bytes_fwd} / {bytes_in})")
+        # 6. durable windows on against off
+        for i, (p50_ns, p99_ns, cpu_ns, steal_ns) in enumerate(nostate_rows, 1):
+            print(f"{f'  round {i}, durable windows off: agent p50, p99 (ms)':<52}"
+                  f"{p50_ns:>6.2f}, {p99_ns:<6.2f} agent CPU {cpu_ns:.0f} %, steal {steal_ns:.1f} %")
+        p99_ns = percentile(lat_nostate, .99)
+        close_p99 = abs(p99 - p99_ns) <= 0.1 * max(p99, p99_ns)
+        print(f"{'durable windows on / off: p50 (ms)':<52}{percentile(lat, .5):>6.2f} / "
+              f"{percentile(lat_nostate, .5):<6.2f}")
+        print(f"{'durable windows on / off: p99 (ms)':<52}{p99:>6.2f} / {p99_ns:<6.2f}{'within 10 %':>16}"
+              f"  {'OK' if close_p99 else 'MISSED'}")
+        for rate, achieved, lost, head, tail, ok, mix_p50, mix_p99 in nostate_steps:
+            print(f"{f'  durable off, mix @ {rate} msg/s: lag start->end ms, lost':<52}"
+                  f"{head:>6.1f} -> {tail:<6.1f}{lost:>6}  {'steady' if ok else 'GROWING/LOSS'}")
+        close_rate = abs(sustained - sustained_nostate) <= 0.1 * max(sustained, sustained_nostate)
+        print(f"{'durable windows on / off: sustained mix (msg/s)':<52}{sustained:>6} / {sustained_nostate:<6}"
+              f"{'within 10 %':>16}  {'OK' if close_rate else 'MISSED'}")
+        for name, t in (("on", totals), ("off", totals_nostate)):
+            per_byte = t["written"] / t["bytes_in"] if t["bytes_in"] else float("nan")
+            per_msg = t["written"] / t["messages_in"] if t["messages_in"] else float("nan")
+            print(f"{f'durable windows {name}: bytes written to storage':<52}{per_byte:>6.2f} per sensor byte, "
+                  f"{per_msg:,.0f} per message ({t['written']:,} for {t['messages_in']:,} msgs)")
+            print(f"{f'  at the demo rate ({demo_messages_h:,.0f} msgs, {demo_bytes_h / 1e6:.2f} MB an hour)':<52}"
+                  f"{per_msg * demo_messages_h / 1e6:>6.1f} MB written an hour")
         missed = [name for name, ok in (("p99 < 10 ms", p99 < 10), ("no event missing", missing == 0 == missing_off),
                                         ("sustained >= 1000 msg/s", sustained >= 1000),
-                                        ("memory < 80 MB", peak_mb < 80)) if not ok]
+                                        ("memory < 80 MB", peak_mb < 80),
+                                        ("durable windows p99 within 10 %", close_p99),
+                                        ("durable windows sustained rate within 10 %", close_rate)) if not ok]
         print(f"targets missed: {', '.join(missed)}" if missed else "all targets met")
         return 1 if missed else 0
     finally:
-        for proc in (agent, agent_off):
+        for proc in (agent, agent_off, agent_nostate):
             if proc is not None and proc.poll() is None:
                 proc.terminate()
                 try:
@@ -386,6 +482,7 @@ def main(argv: list[str] | None = None) -> int:
         log.close()
         local.stop()
         local_off.stop()
+        local_nostate.stop()
         cloud.stop()
 
 
