@@ -103,7 +103,7 @@ class BetaNode:
     def refresh(self) -> None:
         """Recompute what activation precomputes (after the network changed)."""
         self.outputs = [
-            (c.key, None if c.memory is None else c.memory.store, c.alpha.index, c.left) for c in self.children
+            (c.key, c.memory, c.alpha.index, c.left) for c in self.children
         ]
 
     def right_gate(self) -> dict | None:
@@ -121,12 +121,16 @@ class BetaNode:
         bucket = self.alpha.index.get(key)
         if not bucket:
             return
-        for token in self.join(parent, bucket):
+        if self.uniform:
+            tokens = extend((parent,), bucket, self.new_at, self.new_values, self.filters, self.width, None)
+        else:
+            tokens = self._layered(parent, bucket)
+        for token in tokens:
             self.emit(token)
 
-    def join(self, parent: Token, entries: Sequence[Entry]) -> list[Token]:
-        """The tokens one parent token makes with entries of its key."""
-        return extend((parent,), entries, self.new_at, self.new_values, self.filters, self.width, None)
+    def _layered(self, parent: Token, entries: Sequence[Entry]) -> list[Token]:
+        """Extend a token on a chain over several windows (only join nodes are layered)."""
+        raise NotImplementedError
 
     def emit_joined(self, parents: Sequence[Token], entry: Entry) -> None:
         """Join uniform parent tokens with one new entry and emit each token: the right
@@ -161,10 +165,18 @@ class BetaNode:
     def emit(self, token: Token) -> None:
         """Store a new token where a child reads it, left-activate them, then fire productions."""
         row = token[ROW]
-        for key_of, store, alpha_index, left in self.outputs:
+        for key_of, memory, alpha_index, left in self.outputs:
             key = key_of(row)
-            if store is not None:
-                store(token, key)
+            if memory is not None:
+                # BetaMemory.store, written out (keep in step): once per token stored.
+                index = memory.index
+                bucket = index.get(key)
+                if bucket is None:
+                    index[key] = [token]
+                else:
+                    bucket.append(token)
+                if token[END] >= 0:
+                    memory.expiry.append(token)
             if key in alpha_index:  # most new tokens find nothing yet: skip the call
                 left(token, key)
         for production in self.productions:
@@ -233,11 +245,6 @@ class JoinNode(BetaNode):
         for parent in parents:
             for token in self._layered(parent, (entry,)):
                 self.emit(token)
-
-    def join(self, parent: Token, entries: Sequence[Entry]) -> list[Token]:
-        if self.uniform:
-            return extend((parent,), entries, self.new_at, self.new_values, self.filters, self.width, None)
-        return self._layered(parent, entries)
 
     def _layered(self, parent: Token, entries: Sequence[Entry]) -> list[Token]:
         """Extend a token in a chain over several windows (see the module docstring)."""

@@ -156,7 +156,7 @@ class Engine:
             if triple in self._static:
                 continue
             self._static[triple] = None
-            for memory, derived in self._static_pairs(triple):
+            for memory, derived, _ in self._routes(self._static_table, triple):
                 self._support_add(memory, derived, triple)
 
     def remove_static(self, triples: Iterable[Triple]) -> None:
@@ -165,7 +165,7 @@ class Engine:
             if triple not in self._static:
                 continue
             del self._static[triple]
-            for memory, derived in self._static_pairs(triple):
+            for memory, derived, _ in self._routes(self._static_table, triple):
                 self._support_drop(memory, derived)
 
     def static_triples(self) -> list[Triple]:
@@ -438,18 +438,10 @@ class Engine:
 
     # -- static data ------------------------------------------------------------------------
 
-    def _static_pairs(self, triple: Triple) -> list[tuple[AlphaMemory, Triple]]:
-        """(memory, triple) for every static memory a static triple or its entailments reach."""
-        pairs = []
-        for _, derived, memories in self._routes(self._static_table, triple):
-            for memory in memories:
-                if memory.match is None or memory.match(derived) is not None:
-                    pairs.append((memory, derived))
-        return pairs
-
-    def _routes(self, table: _Table, triple: Triple) -> list[tuple[int, Triple, tuple[AlphaMemory, ...]]]:
-        """(form, derived triple, memories) for the triple and every triple it entails: the
-        dispatch ``push_many`` writes out, for static data (and ``test_engine_copies``)."""
+    def _routes(self, table: _Table, triple: Triple) -> list[tuple[AlphaMemory, Triple, int]]:
+        """(memory, triple, form) for every memory of ``table`` that the triple, or a triple
+        it entails (by link ``form``), reaches and passes the tests of: the dispatch
+        ``push_many`` writes out. Static data goes through here."""
         s, p, o = triple
         if p == RDF_TYPE:
             route = table.types.get(o) or table.type_default
@@ -460,8 +452,11 @@ class Engine:
         out = []
         for form, target, memories in route[ROUTE_ENTRIES]:
             derived = derive(triple, form, target)
-            if derived is not None:
-                out.append((form, derived, memories))
+            if derived is None:
+                continue
+            for memory in memories:
+                if memory.match is None or memory.match(derived) is not None:
+                    out.append((memory, derived, form))
         return out
 
     def _support_add(self, memory: AlphaMemory, derived: Triple, source: Triple) -> None:
@@ -503,7 +498,8 @@ class Engine:
         wanted: dict[tuple[AlphaMemory, Triple], int] = {}
         sources: dict[tuple[AlphaMemory, Triple], Triple] = {}
         for triple in self._static:
-            for pair in self._static_pairs(triple):
+            for memory, derived, _ in self._routes(self._static_table, triple):
+                pair = (memory, derived)
                 wanted[pair] = wanted.get(pair, 0) + 1
                 sources.setdefault(pair, triple)
         for pair in [p for p in self._support if p not in wanted]:

@@ -11,7 +11,7 @@ import random
 import pytest
 
 from edgewave.agent.engine import Engine
-from edgewave.agent.engine.alpha import AlphaMemory, AlphaShape, Memory, values_reader
+from edgewave.agent.engine.alpha import AlphaMemory, AlphaShape, BetaMemory, Memory, values_reader
 from edgewave.agent.engine.beta import JoinNode, _one_entry_star, extend
 from edgewave.agent.engine.epsilon import SAME
 from edgewave.agent.engine.query import TriplePattern
@@ -87,9 +87,8 @@ def engine_with_queries() -> tuple[Engine, list]:
 def push_by_add(engine: Engine, ts: int, triple: tuple[str, str, str]) -> None:
     """What push_many does, by the originals it copies: Engine._routes and AlphaMemory.add."""
     engine.advance(ts)
-    for form, derived, memories in engine._routes(engine._all, triple):
-        for memory in memories:
-            memory.add(derived, ts, None if form == SAME else triple)
+    for memory, derived, form in engine._routes(engine._all, triple):
+        memory.add(derived, ts, None if form == SAME else triple)
 
 
 def seen(matches: list) -> list:
@@ -247,3 +246,20 @@ def test_drop_before_reads_a_one_variable_key_as_the_reader_does(positions):
         slow.store(entry, slow.key(triple))
     assert fast.drop_before(120) == slow.drop_before(120) > 0
     assert fast.index == slow.index and list(fast.expiry) == list(slow.expiry)
+
+
+def test_emit_stores_tokens_as_beta_memory_store_does():
+    rng = random.Random(10)
+    parent = _node((0, 2), [], 100)
+    alpha = AlphaMemory(("s",), AlphaShape(TriplePattern("?y", ex("q"), "?z", None)), (0,))
+    child = JoinNode((1,), parent, alpha, 1, (1,), (2,), [], True)
+    parent.children.append(child)
+    parent.refresh()
+    reference = BetaMemory((1,))
+    for _ in range(200):
+        token = _parent(rng)
+        JoinNode.emit(parent, token)  # the original emit, not the capturing one
+        reference.store(token, reference.key(token[ROW]))
+    assert child.memory.index == reference.index
+    assert list(child.memory.expiry) == list(reference.expiry)
+    assert 0 < len(reference.expiry) < 200  # static-only tokens (end -1) stay out of expiry
