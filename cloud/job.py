@@ -67,6 +67,12 @@ DEDUP_KEY = "_dedup_key"
 EVENT_TIME = "_ingest_ts"
 """The watermark's column: ingest time as a timestamp; null for a rejected line."""
 
+PLAIN_PARQUET_COLUMNS: tuple[str, ...] = (
+    "id", "windowStart", "windowEnd", "emittedAt", "ingestTime", "triples.list.element",
+    "entailed.list.element.triple", "entailed.list.element.from")
+"""History columns (Parquet column paths) whose values are nearly all distinct: written without a
+dictionary, which would cost time to build and then be dropped or be as large as the values."""
+
 _TYPE_NAMES = {STRING: "a string", LONG: "a long (ms)", STRINGS: "an array of strings",
                BINDINGS: "an array of {variable, value} objects",
                ENTAILED: "an array of {triple, from, axioms} objects"}
@@ -335,8 +341,10 @@ class AggregateSink:
                 return
             aggregated = time.monotonic()
             if partial.rows:
-                (batch.where(~F.col("rejected")).select(*HISTORY_COLUMNS)
-                 .write.mode("overwrite").parquet(f"{self.history}/events/batch_id={batch_id}"))
+                writer = batch.where(~F.col("rejected")).select(*HISTORY_COLUMNS).write.mode("overwrite")
+                for column in PLAIN_PARQUET_COLUMNS:
+                    writer = writer.option(f"parquet.enable.dictionary#{column}", "false")
+                writer.parquet(f"{self.history}/events/batch_id={batch_id}")
             written = time.monotonic()
             _failpoint("before_sqlite", batch_id)
             applied = apply_batch(self._db, self._query_id, batch_id, partial)

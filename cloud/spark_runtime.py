@@ -117,6 +117,9 @@ def spark_conf(settings: SparkSettings, log4j: Path, extra: dict[str, str] | Non
         "spark.driver.extraJavaOptions": java_opts,
         "spark.executor.extraJavaOptions": java_opts,
         "spark.sql.streaming.metricsEnabled": "false",
+        # The job caches each micro-batch only until its aggregates and Parquet history are written:
+        # compressing the cached columns would cost more CPU than the memory it saves.
+        "spark.sql.inMemoryColumnarStorage.compressed": "false",
         # Same Python for the driver and any Python worker (the job itself uses none).
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
