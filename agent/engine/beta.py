@@ -57,11 +57,12 @@ class BetaNode:
     """What every join node does: make tokens, hand them to its children and productions.
 
     ``key`` reads this node's join key from a parent token's row, at ``join_slots`` (the
-    alpha memory reads the same key from an entry's values, both with ``alpha.key_reader``); ``new_values`` reads the
-    values this level appends to the row, and ``new_at`` is the one position it reads
-    when there is one (the usual level): the per-token loops then write ``(values[new_at],)``,
-    which costs half a call of the reader (a one-item slice); ``memory`` is the beta memory of the parent's
-    tokens, or None where the node keeps none (a first level, a star level).
+    alpha memory reads the same key from an entry's values; both readers come from
+    ``alpha.key_reader``). ``new_values`` reads the values this level appends to the row, and
+    ``new_at`` is the one position it reads when there is one (the usual level): the
+    per-token loops then write ``(values[new_at],)``, which costs half a call of the reader
+    (a one-item slice). ``memory`` is the beta memory of the parent's tokens, or None where
+    the node keeps none (a first level, a star level).
     """
 
     __slots__ = (
@@ -96,9 +97,9 @@ class BetaNode:
         self.productions: list[Production] = []
         self.users: dict[str, int] = {}  # query name -> the width this node uses for it
         self.memory: BetaMemory | None = None
-        # Set by refresh(), for emit(): per child, (its key reader, its beta memory's store
-        # or None, its alpha memory's index, its left activation).
-        self.outputs: list[tuple[KeyReader, Callable[[Token, Any], None] | None, dict, Callable[[Token, Any], None]]] = []
+        # Set by refresh(), for emit(): per child, (its key reader, its beta memory or None,
+        # its alpha memory's index, its left activation).
+        self.outputs: list[tuple[KeyReader, BetaMemory | None, dict, Callable[[Token, Any], None]]] = []
 
     def refresh(self) -> None:
         """Recompute what activation precomputes (after the network changed)."""
@@ -279,9 +280,10 @@ class StarJoinNode(BetaNode):
     one join variable is the star's. Its rules, all here:
 
     * the tokens above a level are recomputed from the star's alpha memories (``tokens``);
-    * an entry that a level's tokens could not reach anyone with is not worth a right
-      activation: when every child is a star level and there is no production, only keys
-      a child's alpha memory holds matter (``right_gate`` for one child, ``quiet`` for more);
+    * an entry whose tokens nobody could use yet is not worth a right activation: when
+      every child is a star level and there is no production, only keys a child's alpha
+      memory holds matter (``right_gate`` for one child, tested by the alpha memory before
+      the call; ``quiet`` for several, tested in ``right``);
     * a new child of a star level gets its tokens recomputed (``current_tokens``).
     """
 
@@ -290,8 +292,9 @@ class StarJoinNode(BetaNode):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         parent = self.parent
-        self.star_slot: int = 0 if parent is None else parent.star_slot  # type: ignore[union-attr]
-        self.path: tuple[StarJoinNode, ...] = (*(parent.path if parent is not None else ()), self)  # type: ignore[union-attr]
+        above: tuple[StarJoinNode, ...] = parent.path if isinstance(parent, StarJoinNode) else ()
+        self.star_slot: int = parent.star_slot if isinstance(parent, StarJoinNode) else 0
+        self.path: tuple[StarJoinNode, ...] = (*above, self)
         # Set by refresh(), per level of ``path``: its alpha index, its StarRead, its StarCheck.
         self.indexes: tuple[dict, ...] = ()
         self.reads: tuple[StarRead, ...] = ()
@@ -300,7 +303,9 @@ class StarJoinNode(BetaNode):
         self.quiet: tuple[dict, ...] | None = None
 
     @staticmethod
-    def continues(parent: BetaNode | None, uniform: bool, join_slots: tuple[int, ...], new_positions: tuple[int, ...]) -> bool:
+    def continues(
+        parent: BetaNode | None, uniform: bool, join_slots: tuple[int, ...], new_positions: tuple[int, ...],
+    ) -> bool:
         """Whether a level with these properties is a star level."""
         if not uniform:
             return False
