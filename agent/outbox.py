@@ -60,6 +60,18 @@ class OutboxStats:
 # (measured at 1,000 events/s). ``Outbox.checkpoint`` does it from the status thread on a
 # connection of its own; the automatic one stays only as a backstop.
 AUTOCHECKPOINT_PAGES = 10_000
+# A new file's page size. Every commit appends each page it changed to the WAL, whole, and a
+# sensor message that made no event changes one (the journal's, window_journal.py): 1 kB
+# pages write a quarter of what SQLite's default 4 kB do. An event row of more than about
+# 1 kB continues on an overflow page. Existing files keep the page size they were made with.
+PAGE_SIZE = 1024
+# ``checkpoint_due``: a checkpoint copies every page the WAL holds into the file and makes
+# the WAL start over, so each one writes the pages still filling (the journal's last leaf)
+# again, and the WAL's own last page. Every 2 s (the status interval) that was half of what
+# a quiet gateway wrote; once this many commits or this long apart, the WAL stays small (a
+# few MB at 1 kB pages, below the automatic checkpoint's 10,000) and far less is rewritten.
+CHECKPOINT_COMMITS = 2000
+CHECKPOINT_EVERY_S = 30.0
 
 _INSERT = "INSERT INTO events (event_id, kind, created_ms, size, payload) VALUES (?, ?, ?, ?, ?)"
 
@@ -86,6 +98,8 @@ class Outbox:
         self.generation = 0      # bumped when the file was replaced: positions in it are void
         self._checkpointer: sqlite3.Connection | None = None
         self._checkpointer_generation = -1
+        self._commits = 0                  # since the last checkpoint
+        self._checkpointed = time.monotonic()
         self._open()
 
     # -- opening and recovery --------------------------------------------------------------
@@ -100,7 +114,7 @@ class Outbox:
                                                           if_not_exists=True)
             conn.execute("SELECT count(*), coalesce(sum(size), 0) FROM events").fetchone()
 
-        conn, moved = open_checked(self.path, prepare, "outbox", synchronous=self.synchronous)
+        conn, moved = open_checked(self.path, prepare, "outbox", synchronous=self.synchronous, page_size=PAGE_SIZE)
         if moved is not None:
             self.moved_aside = moved
             self.generation += 1
@@ -136,6 +150,7 @@ class Outbox:
                 generation = self.generation
                 conn = open_read_write(self.path, synchronous=self.synchronous, busy_timeout_s=10)
                 self._checkpointer, self._checkpointer_generation = conn, generation
+            self._commits, self._checkpointed = 0, time.monotonic()
             _, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
             return int(frames), int(copied)
         except sqlite3.Error as exc:   # the writers' own backstop checkpoint still runs
@@ -144,6 +159,12 @@ class Outbox:
                 self._checkpointer.close()
                 self._checkpointer = None
             return None
+
+    def checkpoint_due(self) -> bool:
+        """True once ``CHECKPOINT_COMMITS`` commits or ``CHECKPOINT_EVERY_S`` (and a commit)
+        went by since the last ``checkpoint``."""
+        return self._commits >= CHECKPOINT_COMMITS or (
+            self._commits > 0 and time.monotonic() - self._checkpointed >= CHECKPOINT_EVERY_S)
 
     def close(self) -> None:
         if self._checkpointer is not None:
@@ -162,7 +183,9 @@ class Outbox:
         now_ms = _now_ms() if now_ms is None else now_ms
         with self._lock:
             try:
-                return self._insert(event_id, kind, payload, now_ms)
+                seq = self._insert(event_id, kind, payload, now_ms)
+                self._commits += 1
+                return seq
             except sqlite3.OperationalError:
                 raise            # disk full, I/O: the caller counts and logs it
             except sqlite3.DatabaseError as exc:
@@ -186,6 +209,7 @@ class Outbox:
                     if also is not None:
                         also(self._conn)
                     self._conn.execute("COMMIT")
+                    self._commits += 1
                     return seqs
                 except BaseException as exc:     # a RecursionError too: never leave the transaction open
                     if self._conn.in_transaction:
@@ -317,6 +341,7 @@ class Outbox:
                             gone += 1
                             freed += row[0]
                 self._conn.execute("COMMIT")
+                self._commits += 1
             except sqlite3.Error as exc:
                 if self._conn.in_transaction:
                     try:

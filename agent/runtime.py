@@ -99,9 +99,8 @@ class Agent:
         self.local = local_link(s, network, self._on_sensor_message)   # its session: see links.py
         self._spawn("engine", self._work_loop)
         self._spawn("status", lambda: self.reporter.run(self._stopping, self._housekeeping))
-        self.uplink.start()
-        self.cloud.start()
-        self.local.start()
+        for part in (self.uplink, self.cloud, self.local):
+            part.start()
         applied = self.configs.applied
         log.info("agent event=started gateway=%s config_version=%s patterns=%s data_dir=%s pid=%d",
                  gw, self.configs.version, ",".join(applied.patterns) if applied else "", s.data_dir, os.getpid())
@@ -128,8 +127,8 @@ class Agent:
                                 self.settings.data_dir)
 
     def _spawn(self, name: str, target: Callable[[], Any]) -> None:
-        self._threads[name] = thread = threading.Thread(target=target, name=name, daemon=True)
-        thread.start()
+        (thread := threading.Thread(target=target, name=name, daemon=True)).start()
+        self._threads[name] = thread
 
     # -- the network thread --------------------------------------------------------------------
     def _on_sensor_message(self, topic: str, payload: bytes, retained: bool, ack: Ack | None) -> None:
@@ -188,12 +187,13 @@ class Agent:
         last_stats = 0.0
         while True:
             try:
-                item = self._work.get(timeout=0.5)
+                item = self._work.get(timeout=self.writer.poll_s)
             except queue.Empty:
-                # No queued work, the usual case: the network thread handles most messages
-                # itself, and each moves the engine's clock (see Pipeline.idle).
+                # No queued work, the usual case: the network thread handles most messages itself (each
+                # moves the engine's clock, see Pipeline.idle); a group of journal rows may be due.
                 with self._engine_lock:
                     self.pipeline.idle(_now_ms())
+                    self._release_written(self.writer.flush_due())
                 last_stats = time.monotonic()
                 continue
             self._work_once(item)

@@ -35,12 +35,14 @@ log = logging.getLogger("edgewave.storage")
 SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 
 
-def open_read_write(path: str | os.PathLike[str], *, synchronous: str, busy_timeout_s: float) -> sqlite3.Connection:
+def open_read_write(path: str | os.PathLike[str], *, synchronous: str, busy_timeout_s: float,
+                    page_size: int | None = None) -> sqlite3.Connection:
     """Open (creating it and its folder if needed) a database for writing, in WAL mode.
 
     The connection is in autocommit mode (open ``BEGIN IMMEDIATE`` transactions where
     several statements must commit together) and may be used from several threads under
-    the caller's lock. ``synchronous`` is one of ``SYNCHRONOUS_LEVELS``.
+    the caller's lock. ``synchronous`` is one of ``SYNCHRONOUS_LEVELS``. ``page_size``
+    (a power of two, 512-65536) applies to a file created here; an existing file keeps its own.
     """
     level = synchronous.upper()
     if level not in SYNCHRONOUS_LEVELS:
@@ -49,6 +51,8 @@ def open_read_write(path: str | os.PathLike[str], *, synchronous: str, busy_time
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(str(path), timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
     try:
+        if page_size is not None:      # before WAL mode writes the file's first page
+            conn.execute(f"PRAGMA page_size={int(page_size)}")
         enable_wal(conn, busy_timeout_s)
         conn.execute(f"PRAGMA synchronous={level}")
     except BaseException:
@@ -116,7 +120,8 @@ def move_aside(path: Path, error: Exception, what: str) -> Path:
 
 
 def open_checked(path: Path, prepare: Callable[[sqlite3.Connection], None], what: str, *,
-                 synchronous: str = "NORMAL", busy_timeout_s: float = 10.0) -> tuple[sqlite3.Connection, Path | None]:
+                 synchronous: str = "NORMAL", busy_timeout_s: float = 10.0,
+                 page_size: int | None = None) -> tuple[sqlite3.Connection, Path | None]:
     """``open_read_write``, then ``quick_check`` and ``prepare`` (schema); a damaged file is
     moved aside and a fresh one created (``what`` names it in the log line).
 
@@ -127,7 +132,7 @@ def open_checked(path: Path, prepare: Callable[[sqlite3.Connection], None], what
     for attempt in (1, 2):
         conn: sqlite3.Connection | None = None
         try:
-            conn = open_read_write(path, synchronous=synchronous, busy_timeout_s=busy_timeout_s)
+            conn = open_read_write(path, synchronous=synchronous, busy_timeout_s=busy_timeout_s, page_size=page_size)
             result = conn.execute("PRAGMA quick_check").fetchone()
             if not result or result[0] != "ok":
                 raise sqlite3.DatabaseError(f"quick_check: {result[0] if result else 'no result'}")

@@ -15,6 +15,7 @@ from agent_harness import ALARM, FIRE, alarm, config_document, observation
 from edgewave.agent import window_journal
 from edgewave.agent.agent_clock import CLOCK
 from edgewave.agent.config import settings_from_dict
+from edgewave.agent.outbox_writer import Written
 from edgewave.agent.runtime import Agent
 
 DAY_MS = 86_400_000
@@ -32,8 +33,13 @@ def open_agent(tmp_path: Path, version: int = 1, patterns: dict[str, str] | None
     return agent
 
 
-def send(agent: Agent, topic: str, payload: bytes, acked: list | None = None) -> None:
+def send(agent: Agent, topic: str, payload: bytes, acked: list | None = None, settle: bool = True) -> None:
+    """One sensor message; with ``settle``, then what the engine thread does once a waiting
+    group is due (``GROUP_WAIT_S`` later): its rows commit and its acknowledgements go."""
     agent._on_sensor_message(topic, payload, False, (lambda: acked.append(payload)) if acked is not None else None)
+    if settle:
+        with agent._engine_lock:
+            agent._release_written(Written([], agent.writer.flush()))
 
 
 def hot(agent: Agent, n: int = 1, acked: list | None = None) -> None:
@@ -237,6 +243,6 @@ def test_the_journal_format_is_checked(tmp_path, clock, monkeypatch):
     open_agent(tmp_path)
     hot_agent = open_agent(tmp_path)
     hot(hot_agent)
-    monkeypatch.setattr(window_journal, "JOURNAL_FORMAT", "2")
+    monkeypatch.setattr(window_journal, "JOURNAL_FORMAT", str(int(window_journal.JOURNAL_FORMAT) + 1))
     again = open_agent(tmp_path)
     assert again.counters["state_discarded"] == 1
