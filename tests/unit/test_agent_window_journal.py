@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from agent_harness import ALARM, FIRE, alarm, config_document, observation
 
-from edgewave.agent import window_journal
+from edgewave.agent import outbox_writer, window_journal
 from edgewave.agent.agent_clock import CLOCK
 from edgewave.agent.config import settings_from_dict
 from edgewave.agent.outbox_writer import Written
@@ -246,3 +246,81 @@ def test_the_journal_format_is_checked(tmp_path, clock, monkeypatch):
     monkeypatch.setattr(window_journal, "JOURNAL_FORMAT", str(int(window_journal.JOURNAL_FORMAT) + 1))
     again = open_agent(tmp_path)
     assert again.counters["state_discarded"] == 1
+
+
+# -- group commit (outbox_writer.py) ---------------------------------------------------------
+def test_rows_without_events_share_a_commit_and_their_acks_go_only_after_it(tmp_path, clock, monkeypatch):
+    agent = open_agent(tmp_path)
+    hot(agent, 99)                                 # committed: the journal's tables exist
+    acked: list = []
+    for n in range(1, 4):                          # observations that complete nothing: they wait
+        send(agent, "ew/in/fire/t1", observation(f"temp{n}", "t1", "temperature", 70), acked, settle=False)
+    assert acked == [] and journal_rows(agent) == 1
+    assert agent.writer.flush_due().acks == ()    # not yet due
+    monkeypatch.setattr(agent.writer, "_group_since", agent.writer._group_since - outbox_writer.GROUP_WAIT_S)
+    with agent._engine_lock:                      # the engine thread, idle: the group is due
+        agent._release_written(agent.writer.flush_due())
+    assert len(acked) == 3 and journal_rows(agent) == 4      # one commit, then the three acks in order
+    assert [json_level(p) for p in acked] == [1, 2, 3]
+
+
+def json_level(payload: bytes) -> int:
+    return int(payload.split(b"temp")[1].split(b">")[0])
+
+
+def test_a_match_commits_the_waiting_rows_with_its_event_at_once(tmp_path, clock):
+    agent = open_agent(tmp_path)
+    send(agent, "ew/in/fire/t2", observation("temp0", "t2", "temperature", 20))   # committed: the tables exist
+    acked: list = []
+    send(agent, "ew/in/fire/t1", observation("temp1", "t1", "temperature", 70), acked, settle=False)
+    send(agent, "ew/in/fire/x", b"not n-triples", acked, settle=False)     # rejected: its ack waits behind
+    assert acked == [] and journal_rows(agent) == 1
+    send(agent, "ew/in/fire/s1", observation("smoke1", "s1", "smoke", 1), acked, settle=False)
+    assert len(acked) == 3 and journal_rows(agent) == 3 and len(stored(agent)) == 1
+    assert acked[1] == b"not n-triples"            # in arrival order
+    second = open_agent(tmp_path)                  # a crash now: all three rows are back
+    assert second.counters["state_restored"] == 3 and second.counters["state_replayed_matches"] == 1
+
+
+def test_a_group_holds_at_most_group_max_acks_and_a_crash_before_its_commit_loses_nothing(tmp_path, clock):
+    agent = open_agent(tmp_path)
+    acked: list = []
+    limit = outbox_writer.GROUP_MAX
+    for n in range(1, 2 * limit + 3):
+        send(agent, "ew/in/fire/t1", observation(f"temp{n}", "t1", "temperature", 70), acked, settle=False)
+        assert n - len(acked) < limit              # never more held than the broker lets through
+    assert len(acked) == 2 * limit and journal_rows(agent) == 2 * limit
+    second = open_agent(tmp_path)                  # the two unacknowledged ones are the broker's again
+    assert second.counters["state_restored"] == 2 * limit
+
+
+def test_groups_are_cut_when_the_broker_waited_for_their_acks(tmp_path, clock, monkeypatch):
+    agent = open_agent(tmp_path)
+    writer = agent.writer
+    acked: list = []
+    for n in (1, 2):
+        send(agent, "ew/in/fire/t1", observation(f"temp{n}", "t1", "temperature", 70), acked, settle=False)
+    monkeypatch.setattr(writer, "_group_since", writer._group_since - outbox_writer.GROUP_WAIT_S)
+    with agent._engine_lock:
+        agent._release_written(writer.flush_due())
+    # the next message right after the acks: the broker had been holding it back
+    send(agent, "ew/in/fire/t1", observation("temp3", "t1", "temperature", 70), acked, settle=False)
+    assert writer.group_max == 2 and len(acked) == 2
+    send(agent, "ew/in/fire/t1", observation("temp4", "t1", "temperature", 70), acked, settle=False)
+    assert len(acked) == 4                         # cut at two: no wait for a third
+    monkeypatch.setattr(writer, "_cut_until", 0.0)
+    with agent._engine_lock:
+        agent._release_written(writer.flush_due())
+    assert writer.group_max == outbox_writer.GROUP_MAX
+
+
+def test_a_config_change_drops_the_waiting_rows_and_releases_their_acks(tmp_path, clock):
+    first = open_agent(tmp_path)
+    acked: list = []
+    send(first, "ew/in/fire/t1", observation("temp1", "t1", "temperature", 70), acked, settle=False)
+    cloud_doc = config_document(2, patterns={"fire": FIRE})
+    with first._engine_lock:
+        first.configs._swap_in(window_journal_compile(first, 2, cloud_doc))
+        first.configs.store.record(2, "trig", cloud_doc)
+        first.writer.write((), None)
+        assert list(first.writer.release(())) and journal_rows(first) == 0
