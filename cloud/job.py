@@ -146,7 +146,8 @@ def _rejection_reason() -> Any:
             .otherwise(F.concat(F.lit("unknown kind '"), F.substring("kind", 1, 80), F.lit("'"))))
 
 
-def landing_stream(spark: "SparkSession", events_dir: str, settings: CloudSettings) -> "DataFrame":
+def landing_stream(spark: "SparkSession", events_dir: str, settings: CloudSettings, *,
+                   two_scans: bool = False) -> "DataFrame":
     """Every landing-zone line once: a de-duplicated valid event, or a rejected line.
 
     One scan of the text: each line is parsed with ``from_json`` in PERMISSIVE
@@ -186,6 +187,8 @@ def landing_stream(spark: "SparkSession", events_dir: str, settings: CloudSettin
                    | ~F.coalesce(F.col("kind").isin(*TYPE_OF_KIND), F.lit(False)))
     for name in REQUIRED_COLUMNS:
         rejected_if = rejected_if | F.col(name).isNull()
+    if two_scans:
+        return _two_scan_stream(parsed, rejected_if, settings)
     rejected = F.col("rejected")
     return (parsed.withColumn("rejected", rejected_if)
             .select(*HISTORY_COLUMNS, "rejected",
@@ -201,6 +204,54 @@ def landing_stream(spark: "SparkSession", events_dir: str, settings: CloudSettin
             .withWatermark(EVENT_TIME, settings.spark.dedup_horizon)
             .dropDuplicatesWithinWatermark([DEDUP_KEY])
             .drop(EVENT_TIME, DEDUP_KEY))
+
+
+def _two_scan_stream(parsed: "DataFrame", rejected_if: Any, settings: CloudSettings) -> "DataFrame":
+    """The same rows as ``landing_stream`` from the plan of a checkpoint that reads the files twice.
+
+    A checkpoint records the query's sources, and one begun before the single
+    scan has two (the events and the rejected lines were each a scan of the
+    files, and only the events went through the de-duplication, keyed by id):
+    such a checkpoint can only be resumed with that plan.
+    """
+    from pyspark.sql import functions as F
+
+    text = F.lit(None).cast("string")
+    events = (parsed.where(~rejected_if).select(*HISTORY_COLUMNS)
+              .withColumn("ingestTs", F.timestamp_millis(INGEST_TIME))
+              .withWatermark("ingestTs", settings.spark.dedup_horizon)
+              .dropDuplicatesWithinWatermark(["id"])
+              .drop("ingestTs")
+              .select("*", F.lit(False).alias("rejected"), text.alias("source_file"), text.alias("line"),
+                      text.alias(CORRUPT_COLUMN)))
+    rejected = parsed.where(rejected_if).select(*HISTORY_COLUMNS, F.lit(True).alias("rejected"), "source_file",
+                                                "line", CORRUPT_COLUMN)
+    return events.unionByName(rejected)
+
+
+def checkpoint_reads_twice(spark: "SparkSession", checkpoint: str) -> bool:
+    """Whether the checkpoint was begun by a query that read the landing files twice (two sources).
+
+    The newest file of its offset log has a line per source after the version and metadata lines.
+    """
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    offsets = jvm.org.apache.hadoop.fs.Path(checkpoint.rstrip("/") + "/offsets")
+    fs = offsets.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    if not fs.exists(offsets):
+        return False
+    batches = [int(s.getPath().getName()) for s in fs.listStatus(offsets) if s.getPath().getName().isdigit()]
+    if not batches:
+        return False
+    reader = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(
+        fs.open(jvm.org.apache.hadoop.fs.Path(offsets, str(max(batches)))), "UTF-8"))
+    try:
+        lines = 0
+        while reader.readLine() is not None:
+            lines += 1
+    finally:
+        reader.close()
+    return lines - 2 > 1
 
 
 def rejected_lines(batch: "DataFrame") -> "DataFrame":
@@ -379,6 +430,10 @@ def _failpoint(name: str, batch_id: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+_SCANS_BY_QUERY: dict[str, int] = {}
+"""How many times the running query with this id reads each landing line (see _two_scan_stream)."""
+
+
 def _progress_listener() -> Any:
     from pyspark.sql.streaming import StreamingQueryListener
 
@@ -393,9 +448,11 @@ def _progress_listener() -> Any:
             state_rows = sum(op.numRowsTotal for op in (p.stateOperators or []))
             dropped_late = sum(op.numRowsDroppedByWatermark for op in (p.stateOperators or []))
             durations = p.durationMs or {}
+            scans = _SCANS_BY_QUERY.get(str(p.id), 1)  # a checkpoint begun with two scans counts each line twice
             log.info("progress batch=%d rows_in=%d input_rows_per_s=%.1f processed_rows_per_s=%.1f "
                      "batch_ms=%s sink_and_state_ms=%s dedup_state_rows=%d dropped_late=%d", p.batchId,
-                     p.numInputRows, p.inputRowsPerSecond or 0.0, p.processedRowsPerSecond or 0.0,
+                     p.numInputRows // scans, (p.inputRowsPerSecond or 0.0) / scans,
+                     (p.processedRowsPerSecond or 0.0) / scans,
                      durations.get("triggerExecution"), durations.get("addBatch"), state_rows, dropped_late)
             if dropped_late:
                 log.warning("dropped late batch=%d events=%d: ingest time older than the de-duplication "
@@ -456,8 +513,13 @@ def preflight(settings: CloudSettings) -> None:
         db.conn.close()
 
 
-def start_query(spark: "SparkSession", settings: CloudSettings, *, available_now: bool = False) -> "StreamingQuery":
-    """Start the aggregation query on an existing session."""
+def start_query(spark: "SparkSession", settings: CloudSettings, *, available_now: bool = False,
+                two_scans: bool | None = None) -> "StreamingQuery":
+    """Start the aggregation query on an existing session.
+
+    ``two_scans``: the plan that reads each file twice, which a checkpoint begun with it needs (None: the
+    checkpoint's, the single scan for a new one).
+    """
     events_path = settings.spark.input
     if events_path is None:
         settings.events_dir.mkdir(parents=True, exist_ok=True)
@@ -471,13 +533,20 @@ def start_query(spark: "SparkSession", settings: CloudSettings, *, available_now
     checkpoint = settings.spark.checkpoint
     if _is_local(checkpoint):
         checkpoint = str(Path(checkpoint).resolve())
-    writer = (landing_stream(spark, events_path, settings).writeStream
+    if two_scans is None:
+        two_scans = checkpoint_reads_twice(spark, checkpoint)
+    if two_scans:
+        log.warning("checkpoint %s was begun by a query that reads each landing file twice: resuming it with "
+                    "that plan (a fresh checkpoint and database read each file once; see docs/cloud.md)",
+                    checkpoint)
+    writer = (landing_stream(spark, events_path, settings, two_scans=two_scans).writeStream
               .queryName(QUERY_NAME).foreachBatch(sink).option("checkpointLocation", checkpoint))
     if available_now:
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=f"{settings.spark.trigger_seconds} seconds")
     query = writer.start()
+    _SCANS_BY_QUERY[str(query.id)] = 2 if two_scans else 1
     sink.set_query_id(str(query.id))
     return query
 
