@@ -74,7 +74,10 @@ log = logging.getLogger("edgewave.agent.journal")
 
 JOURNAL_FORMAT = "2"          # the tables' layout and the meaning of their columns (2: packed payloads)
 CLOCK_TOLERANCE_MS = 1000     # wall and boot clocks drift apart by less; smaller shifts are left alone
-PRUNE_EVERY_MS = 1000         # stream time between two deletions of expired rows
+# Stream time between two deletions of expired rows. A deletion runs inside the transaction
+# of the message that triggers it, so it is kept small: 1,000 rows (a second at 1,000 msg/s)
+# took 1.6 ms, 100 rows 0.2 ms (1 kB pages, WAL), and the larger one showed in the agent's p99.
+PRUNE_EVERY_MS = 100
 MARK_EVERY_MS = 100           # granularity of the in-memory (seq, time, bytes) marks pruning uses
 
 _TABLES = ("CREATE TABLE IF NOT EXISTS journal (seq INTEGER PRIMARY KEY, arrival_ms INTEGER NOT NULL, "
