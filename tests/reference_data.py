@@ -1,7 +1,7 @@
 """Where the public reference data is (see docs/testing.md and scripts/fetch-reference-data.py).
 
 In this order: the directory named by ``EDGEWAVE_REFERENCE_DATA`` (it must then exist),
-``var/reference-data`` in the checkout (what the fetch script fills or links), and the
+``var/reference-data`` in the checkout (what the fetch script fills or links), and
 a ``shared/data`` directory beside the checkout. None when there is none:
 the tests that need it then skip. When there is one, a test marked ``reference_data``
 that skips is reported as a failure instead (tests/conftest.py).
