@@ -114,7 +114,9 @@ class BetaNode:
     # -- activation ---------------------------------------------------------------------
 
     def right(self, entry: Entry, key: Any) -> None:
-        """A new entry in the alpha memory: join it with every parent token of its key."""
+        """A new entry in the alpha memory: join it with every parent token of its key.
+        Each node type defines its own (JoinNode from its parents' beta memory, StarJoinNode
+        by recomputing from the alpha memories): this base class is never instantiated."""
         raise NotImplementedError
 
     def left(self, parent: Token, key: Any) -> None:
@@ -130,7 +132,8 @@ class BetaNode:
             self.emit(token)
 
     def _layered(self, parent: Token, entries: Sequence[Entry]) -> list[Token]:
-        """Extend a token on a chain over several windows (only join nodes are layered)."""
+        """Extend a token on a chain over several windows. Only JoinNode is ever layered
+        (``uniform`` is False); StarJoinNode is always uniform and never gets here."""
         raise NotImplementedError
 
     def emit_joined(self, parents: Sequence[Token], entry: Entry) -> None:

@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from reference_data import where
 from test_sim_sosa import Subscriber, read_recording  # same folder
 
 REPO = Path(__file__).resolve().parents[2]
@@ -147,7 +149,7 @@ def test_replay_at_ten_times_speed_keeps_the_pace(tmp_path: Path) -> None:
 def test_uci_occupancy_replays_as_sosa_through_a_broker(mqtt_broker, shared_data: Path, tmp_path: Path) -> None:
     source = shared_data / "uci-occupancy" / "datatest.txt"
     if not source.is_file():
-        pytest.skip(f"UCI occupancy data not found at {source} (the reference data directory beside the checkout)")
+        pytest.skip(f"UCI occupancy data not found at {source} ({where()})")  # a failure once the data is there (conftest)
     recording = tmp_path / "occupancy.tsv"
     done = subprocess.run(SIM + ["import", "uci-occupancy", str(source), "--limit", "20", "--out", str(recording)],
                           capture_output=True, text=True, timeout=120)

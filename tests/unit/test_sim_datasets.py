@@ -10,6 +10,7 @@ import rdflib
 from rdflib import Namespace
 
 from edgewave.firmware_sim.cli import main
+from reference_data import where
 from edgewave.firmware_sim.recording import read_messages
 
 SOSA = Namespace("http://www.w3.org/ns/sosa/")
@@ -19,7 +20,7 @@ EW = Namespace("https://edgewave.dev/ns#")
 def data_file(shared_data: Path, folder: str, name: str) -> Path:
     path = shared_data / folder / name
     if not path.is_file():
-        pytest.skip(f"{path} not found (reference data beside the checkout; see {folder}/PROVENANCE.md)")
+        pytest.skip(f"{path} not found ({where()}; see {folder}/PROVENANCE.md)")  # a failure once the data is there
     return path
 
 
