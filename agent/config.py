@@ -116,7 +116,7 @@ class StatusSettings:
     """Health reporting: retained status on the cloud broker, local state file."""
 
     interval_s: float = 30.0          # status message with counters every N seconds
-    local_interval_s: float = 2.0     # state file for `edgewave-agent status`, outbox WAL checkpoint
+    local_interval_s: float = 2.0     # state file for `edgewave-agent status`, outbox age limit
     state_file: str = "status.json"   # relative to data_dir
 
 

@@ -291,9 +291,7 @@ class OutboxWriter:
         return written
 
     def maintain(self) -> None:
-        """Age out old events (an idle gateway must too) and checkpoint the WAL when due
-        (``Outbox.checkpoint_due``), off the hot path."""
+        """Age out old events: an idle gateway must too (the WAL's checkpoints have a thread
+        of their own, outbox_checkpoint.py)."""
         if self.outbox is not None:
             self.outbox.expire()
-            if self.outbox.checkpoint_due():
-                self.outbox.checkpoint()

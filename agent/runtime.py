@@ -115,6 +115,7 @@ class Agent:
             self.outbox = self.writer.outbox = Outbox(
                 s.data_path(s.outbox.path), max_bytes=s.outbox.max_bytes, max_age_s=s.outbox.max_age_s,
                 policy=s.outbox.policy, synchronous=s.outbox.synchronous)
+            self.outbox.start_checkpoints()
         if self.configs.store is None:
             self.configs.store = ConfigStore(s.data_path(s.config.store), keep=s.config.keep)
         if self.pipeline.engine is None:

@@ -6,7 +6,8 @@ import sqlite3
 import subprocess
 import sys
 
-from edgewave.agent.outbox import Outbox
+from edgewave.agent.outbox import PAGE_SIZE, Outbox
+from edgewave.agent.outbox_checkpoint import AUTOCHECKPOINT_PAGES
 
 
 def make(path, **kw):
@@ -142,6 +143,31 @@ def test_checkpoint_copies_the_wal_and_keeps_it_from_growing(tmp_path):
     assert [r.seq for r in again.pending_after(0, 10)] == [seq]
 
 
+def test_the_checkpoint_thread_keeps_the_wal_below_sqlites_own_threshold(tmp_path):
+    """SQLite's automatic checkpoint would run in a writer's commit (fsyncs on the agent's
+    network thread): the outbox's own thread must keep the WAL from ever reaching it, even
+    against a writer that never pauses."""
+    path = tmp_path / "o.db"
+    box = make(path, max_bytes=100_000_000)
+    box.start_checkpoints()
+    for i in range(20_000):                  # two to three pages a commit: about 50,000 pages
+        seq = box.append(f"id{i}", "match", b"p" * 300, now_ms=1)
+        if i % 20 == 19:
+            box.delete(list(range(seq - 19, seq + 1)))
+    wal_pages = (tmp_path / "o.db-wal").stat().st_size // (PAGE_SIZE + 24)   # the WAL never shrinks
+    assert box.checkpoints.checkpoints >= 10
+    box.close()
+    assert wal_pages < AUTOCHECKPOINT_PAGES
+    assert [r.event_id for r in make(path).pending_after(0, 10)] == []
+
+
+def test_deleted_events_are_not_zeroed_page_by_page(tmp_path):
+    """Debian's SQLite zeroes deleted content by default, writing every freed page again."""
+    box = make(tmp_path / "o.db")
+    assert box.run(lambda conn: conn.execute("PRAGMA secure_delete").fetchone()[0]) == 2    # FAST
+    box.close()
+
+
 def test_a_drop_the_disk_refuses_leaves_the_outbox_and_its_figures_as_they_were(tmp_path):
     """Full outbox, drop_oldest, and the disk refuses the delete: the append fails (the agent
     then keeps the event in memory), and depth and bytes still describe the file. Run in a
@@ -149,7 +175,8 @@ def test_a_drop_the_disk_refuses_leaves_the_outbox_and_its_figures_as_they_were(
     as on a full disk; pytest's own files must not be affected."""
     script = f"""
 import resource, sqlite3
-from edgewave.agent.outbox import Outbox
+from edgewave.agent.outbox import PAGE_SIZE, Outbox
+from edgewave.agent.outbox_checkpoint import AUTOCHECKPOINT_PAGES
 box = Outbox({str(tmp_path / "o.db")!r}, max_bytes=1000, max_age_s=3600)
 for i in range(10):
     box.append(f"id{{i}}", "match", b"x" * 100)
