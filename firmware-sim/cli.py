@@ -90,7 +90,9 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("file", help="recorded stream (with or without message headers)")
     replay.add_argument("--speed", type=_speed_arg, default=1.0, help="1 = original pace, 10, ..., max")
     replay.add_argument("--broker", type=_broker_arg, help="host:port; without it the stream goes to stdout")
-    replay.add_argument("--qos", type=int, choices=(0, 1, 2), default=0)
+    replay.add_argument("--qos", type=int, choices=(0, 1, 2), default=1,
+                        help="MQTT QoS of the messages (1, as the simulator's sensors: the agent acknowledges a "
+                             "message once what it caused is durable)")
     replay.add_argument("--topic", default="ew/in/replay/recorded",
                         help="topic for files without message headers")
     replay.add_argument("--loop", type=int, default=1, help="replay this many times (0 = forever)")
