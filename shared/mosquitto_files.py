@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .bounded_json import DEFAULT_MAX_BYTES
 from .secret_files import write_private
 
 HASH_ITERATIONS = 101
@@ -148,6 +149,15 @@ class TlsListener:
     bind: str | None = None
 
 
+# Every payload edgewave sends is bounded at 1 MiB (shared/bounded_json.py: events, batches,
+# config envelopes), a sensor message at 16 kB by default (the agent's input.max_message_bytes).
+# Mosquitto's own limit is the protocol's, 256 MB: one client could make the broker, and the
+# agent or ingest subscribed to it, hold a packet of any size before a check of ours runs.
+# Past this the broker disconnects the client that sent it (the topic and properties fit in
+# the margin).
+MAX_PACKET_BYTES = DEFAULT_MAX_BYTES + 64 * 1024
+
+
 def broker_conf_text(*, password_file: str, acl_file: str, plain_listener: tuple[str | None, int] | None,
                      tls: TlsListener | None = None, persistence_location: str | None = None,
                      pid_file: str | None = None, log_dest: str | None = None, extra: list[str] = ()) -> str:
@@ -170,7 +180,8 @@ def broker_conf_text(*, password_file: str, acl_file: str, plain_listener: tuple
         lines.append(f"pid_file {pid_file}")
     if log_dest:
         lines.append(f"log_dest {log_dest}")
-    lines += ["max_queued_messages 100000", "persistent_client_expiration 7d", "set_tcp_nodelay true"]
+    lines += ["max_queued_messages 100000", "persistent_client_expiration 7d", "set_tcp_nodelay true",
+              f"max_packet_size {MAX_PACKET_BYTES}"]
     if plain_listener is not None:
         host, port = plain_listener
         lines += ["", f"listener {port}{' ' + host if host else ''}"]

@@ -11,7 +11,7 @@ from cloud_workload import make_workload
 from fleet_rig import NOT_AUTHORIZED, Creds, FleetRig, Probe, cloud_cli, running_fleet
 
 from edgewave.shared.events import encode_event
-from edgewave.shared.mosquitto_files import check_password, read_password_file
+from edgewave.shared.mosquitto_files import MAX_PACKET_BYTES, check_password, read_password_file
 
 
 @pytest.fixture
@@ -80,6 +80,24 @@ def test_a_gateway_reaches_only_its_own_topics(fleet):
         assert gw_b.received("ew/gwB/config") == [b'{"for": "gwB"}']
     finally:
         _probes(cloud, gw_a, gw_b)
+
+
+def test_the_broker_refuses_a_packet_larger_than_any_edgewave_payload(fleet):
+    """Mosquitto's own limit is 256 MB: the generated configuration bounds every packet
+    before the agent, ingest or the dashboard hold it."""
+    cloud = Probe(fleet.cloud_creds(), "cloud")
+    gw_a = Probe(fleet.gateway_creds("gwA"), "gwA-probe")
+    try:
+        assert cloud.subscribe("ew/+/events") <= 2
+        largest = b"x" * (MAX_PACKET_BYTES - 1024)             # a 1 MiB batch, and room to spare
+        assert gw_a.publish("ew/gwA/events", largest) == 0
+        gw_a.client.publish("ew/gwA/events", b"y" * (MAX_PACKET_BYTES + 1), qos=1)
+        assert gw_a.disconnected.wait(10)                      # the broker closed the connection
+        time.sleep(0.5)
+        assert cloud.received("ew/gwA/events") == [largest]
+    finally:
+        _probes(cloud, gw_a)
+    assert f"max_packet_size {MAX_PACKET_BYTES}" in fleet.bundle_file("gwA", "local-broker/edgewave.conf").decode()
 
 
 def test_ingest_receives_every_event_of_every_gateway(fleet, tmp_path):
