@@ -19,7 +19,8 @@ config_apply.py, the status through status.py. Threads and who owns what:
   one. It holds the engine lock, which the network thread may wait for, so it publishes
   only with ``publish_soon``. It also lets windows expire while the gateway is idle;
 - the *uplink thread* times PUBACK deletes and the backlog (uplink.py); the *status
-  thread* publishes the status and retries the events the disk refused.
+  thread* publishes the status and retries the events the disk refused; the outbox's
+  *checkpoint thread* copies its WAL into the file (outbox_checkpoint.py).
 
 Start-up order matters: the outbox and the last applied config are loaded, the engine
 built and its windows restored from the journal (window_journal.py) *before* any
