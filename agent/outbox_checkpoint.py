@@ -103,15 +103,16 @@ class Checkpointer:
                 self._generation = generation
             self._commits = 0
             frames, copied = self._pass()
+            caught_up = False
             for _ in range(CATCH_UP_PASSES):
                 now, copied_now = self._pass()
-                if now <= frames:
-                    break                   # nothing came while the last pass ran: the WAL can start over
+                caught_up = now <= frames   # nothing came while the last pass ran: the WAL can start over
+                if caught_up:
+                    break
                 frames, copied = now, copied_now
-            else:
-                if frames >= HOLD_WRITERS_AT:
-                    with self._writers:     # the few pages left, with the writers held (see above)
-                        frames, copied = self._pass()
+            if not caught_up and frames >= HOLD_WRITERS_AT:
+                with self._writers:         # the few pages left, with the writers held (see above)
+                    frames, copied = self._pass()
         except sqlite3.Error as exc:
             log.warning("outbox event=checkpoint_failed error=%r", str(exc))
             if self._conn is not None:
