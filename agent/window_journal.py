@@ -266,10 +266,11 @@ class WindowJournal:
             self._next_seq += 1
 
     def _prepare(self, conn: sqlite3.Connection) -> None:
+        # Dropped, not emptied: a journal of another format may have other columns.
+        conn.execute("DROP TABLE IF EXISTS journal")
+        conn.execute("DROP TABLE IF EXISTS journal_meta")
         for sql in _TABLES:
             conn.execute(sql)
-        conn.execute("DELETE FROM journal")
-        conn.execute("DELETE FROM journal_meta")
         conn.executemany("INSERT INTO journal_meta (name, value) VALUES (?, ?)", self._meta().items())
 
     def _meta(self) -> dict[str, str]:
@@ -354,6 +355,8 @@ class WindowJournal:
         if "journal" not in tables or "journal_meta" not in tables:
             return [], {}
         meta = {str(k): str(v) for k, v in conn.execute("SELECT name, value FROM journal_meta")}
+        if meta.get("format") != JOURNAL_FORMAT:
+            return [], meta or {"format": "none"}     # discarded on its meta: its rows may not be ours to read
         rows = conn.execute("SELECT seq, arrival_ms, boot_ms, stream, topic, payload FROM journal "
                             "ORDER BY seq").fetchall()
         return rows, meta

@@ -248,6 +248,24 @@ def test_the_journal_format_is_checked(tmp_path, clock, monkeypatch):
     assert again.counters["state_discarded"] == 1
 
 
+def test_a_journal_with_the_previous_layout_is_discarded_and_replaced(tmp_path, clock):
+    """An agent upgraded over a journal of format 2 (deflated payloads, a digest column)."""
+    first = open_agent(tmp_path)
+    hot(first)
+    first.outbox.run(lambda conn: conn.executescript(
+        "DROP TABLE journal; CREATE TABLE journal (seq INTEGER PRIMARY KEY, arrival_ms INTEGER NOT NULL, "
+        "boot_ms INTEGER NOT NULL, stream TEXT NOT NULL, digest BLOB NOT NULL, payload BLOB NOT NULL); "
+        "INSERT INTO journal VALUES (1, 1, 1, '<s>', x'00', x'00'); "
+        "UPDATE journal_meta SET value = '2' WHERE name = 'format';"))
+    upgraded = open_agent(tmp_path)
+    assert upgraded.counters["state_discarded"] == 1 and upgraded.counters["state_restored"] == 0
+    hot(upgraded, 2)                               # the journal works again, in the new layout
+    assert journal_rows(upgraded) == 1
+    assert upgraded.counters["outbox_write_failed"] == 0
+    after = open_agent(tmp_path)
+    assert after.counters["state_restored"] == 1 and after.counters["state_discarded"] == 0
+
+
 # -- group commit (outbox_writer.py) ---------------------------------------------------------
 def test_rows_without_events_share_a_commit_and_their_acks_go_only_after_it(tmp_path, clock, monkeypatch):
     agent = open_agent(tmp_path)
