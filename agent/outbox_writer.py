@@ -167,7 +167,7 @@ class OutboxWriter:
         entries, epoch, rows = batch
         journal = self.journal
         journal.outbox = self.outbox
-        statement = journal.statement(entries, epoch)
+        statement = journal.statement(entries, epoch, hot=bool(rows))
         if not rows and statement is None:
             return []
         try:
@@ -227,14 +227,27 @@ class OutboxWriter:
 
     def flush_due(self) -> Written:
         """The engine thread, idle for ``poll_s``: commit a group that has waited long
-        enough that it would wait past ``GROUP_WAIT_S`` before the next call."""
+        enough that it would wait past ``GROUP_WAIT_S`` before the next call, and delete the
+        journal's expired rows if due (``upkeep``)."""
         if self._group_acks and time.monotonic() - self._group_since >= GROUP_WAIT_S - POLL_S:
             return Written([], self.flush(by_time=True))
         if self._group and not self._group_acks:     # rows without acknowledgements (QoS 0)
             self.flush()
         if self.group_max < GROUP_MAX and time.monotonic() >= self._cut_until:
             self.group_max = GROUP_MAX
+        self.upkeep()
         return Written([], ())
+
+    def upkeep(self) -> None:
+        """The engine thread, between messages: the journal's expired rows, deleted in a
+        transaction no message waits for (window_journal.py). A waiting group does it when it
+        commits; a failure leaves them for the next write."""
+        if self._group or self._group_acks or self._unwritten or not self.journal.upkeep_due():
+            return
+        try:
+            self._store(([], self.journal.epoch, []))
+        except sqlite3.Error as exc:
+            log.warning("journal event=prune_failed error=%r action='tried again with the next write'", str(exc))
 
     def _check_stall(self) -> None:
         """A message right after a group committed by time: the broker had held it back

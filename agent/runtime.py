@@ -17,7 +17,8 @@ config_apply.py, the status through status.py. Threads and who owns what:
   too (``_work``) and the *engine thread* handles everything in arrival order;
   ``_backlog`` counts what is queued or being handled, so no message overtakes an older
   one. It holds the engine lock, which the network thread may wait for, so it publishes
-  only with ``publish_soon``. It also lets windows expire while the gateway is idle;
+  only with ``publish_soon``. It also lets windows expire while the gateway is idle,
+  and deletes the window journal's expired rows between messages;
 - the *uplink thread* times PUBACK deletes and the backlog (uplink.py); the *status
   thread* publishes the status and retries the events the disk refused; the outbox's
   *checkpoint thread* copies its WAL into the file (outbox_checkpoint.py).
@@ -191,20 +192,27 @@ class Agent:
             try:
                 item = self._work.get(timeout=self.writer.poll_s)
             except queue.Empty:
-                # No queued work, the usual case: the network thread handles most messages itself (each
-                # moves the engine's clock, see Pipeline.idle); a group of journal rows may be due.
-                with self._engine_lock:
-                    self.pipeline.idle(_now_ms())
-                    self._release_written(self.writer.flush_due())
+                self._idle()
                 last_stats = time.monotonic()
                 continue
             self._work_once(item)
+            if self.writer.journal.upkeep_due():     # a backlog: expired journal rows between items
+                with self._engine_lock:
+                    self.writer.upkeep()
             if item[0] == _STOP or time.monotonic() - last_stats > 0.5:
                 with self._engine_lock:
                     self.pipeline.read_engine_counters()
                 last_stats = time.monotonic()
             if item[0] == _STOP:
                 break
+
+    def _idle(self) -> None:
+        """No queued work, the usual case: the network thread handles most messages itself
+        (each moves the engine's clock, see Pipeline.idle); a group of journal rows, or the
+        journal's expired rows, may be due (outbox_writer.py)."""
+        with self._engine_lock:
+            self.pipeline.idle(_now_ms())
+            self._release_written(self.writer.flush_due())
 
     def _work_once(self, item: tuple) -> None:
         """One queued item, in turn; only then may a newer message skip the queue."""

@@ -32,9 +32,12 @@ What makes it exact:
   journal's messages are kept from the restore until the first message that is not one of
   them (redeliveries come first, in order); such a message is acknowledged and skipped
   (``redelivered_skipped``).
-- **Bounded.** Rows older than the longest window of the running config are deleted (about
-  once a second of stream time, inside a write), and beyond ``state.max_bytes`` the oldest
-  rows go too (``state_truncated``). Messages on streams no window reads are not journaled.
+- **Bounded.** Rows older than the longest window of the running config are deleted every
+  ``PRUNE_EVERY_MS`` of stream time, by the engine thread while no message waits
+  (``upkeep``): inside a message's transaction the deletion put a tenth of a millisecond
+  on every hundredth message, and showed in the agent's p99 (``PRUNE_LATE_MS``). Beyond
+  ``state.max_bytes`` the oldest rows go at once, in the transaction that would pass it
+  (``state_truncated``). Messages on streams no window reads are not journaled.
 - **One config.** The journal belongs to one config version and engine: a config change
   (push, rollback, a failed swap's rebuild) empties it. The running engine keeps its windows
   across a swap as before (by difference); only after a crash are the windows from before
@@ -79,10 +82,12 @@ log = logging.getLogger("edgewave.agent.journal")
 
 JOURNAL_FORMAT = "3"          # the tables' layout and the meaning of their columns (3: zstd, topic)
 CLOCK_TOLERANCE_MS = 1000     # wall and boot clocks drift apart by less; smaller shifts are left alone
-# Stream time between two deletions of expired rows. A deletion runs inside the transaction
-# of the message that triggers it, so it is kept small: 1,000 rows (a second at 1,000 msg/s)
-# took 1.6 ms, 100 rows 0.2 ms (1 kB pages, WAL), and the larger one showed in the agent's p99.
+# Stream time between two deletions of expired rows, kept short so each is small: 1,000 rows
+# (a second at 1,000 msg/s) took 1.6 ms, 100 rows 0.2 ms (1 kB pages, WAL). The engine thread
+# runs them between messages (``upkeep``); one this late runs in the next transaction,
+# whatever it holds (an agent whose engine thread does not run, or cannot keep up).
 PRUNE_EVERY_MS = 100
+PRUNE_LATE_MS = 1000
 MARK_EVERY_MS = 100           # granularity of the in-memory (seq, time, bytes) marks pruning uses
 
 _TABLES = ("CREATE TABLE IF NOT EXISTS journal (seq INTEGER PRIMARY KEY, arrival_ms INTEGER NOT NULL, "
@@ -150,6 +155,9 @@ class JournalEntry(NamedTuple):
     size: int             # the payload's own bytes: what ``state.max_bytes`` counts
 
 
+_new_tuple = tuple.__new__
+
+
 class Discarded(Exception):
     """The journal cannot be replayed; the reason is logged and counted."""
 
@@ -186,14 +194,15 @@ class WindowJournal:
     # -- the running agent (engine lock) ---------------------------------------------------------
     def entry(self, topic: str, payload: bytes, entered: SensorEvent | None) -> JournalEntry | None:
         """The row for a message the engine took, or None (off, rejected, or a stream no window reads)."""
-        if not self.enabled or entered is None:
+        if entered is None or not self.enabled:
             return None
         self._follow()
         streams = self._streams
         if streams is not None and entered.stream not in streams:
             return None
-        return JournalEntry(entered.arrival_ms, self.clock.boot_ms(), entered.stream, topic,
-                            self._packer.pack(payload), len(payload))
+        # tuple.__new__ directly: a NamedTuple's own constructor is a Python function, per message
+        return _new_tuple(JournalEntry, (entered.arrival_ms, self.clock.boot_ms(), entered.stream, topic,
+                                         self._packer.pack(payload), len(payload)))
 
     def redelivered(self, topic: str, payload: bytes, ack: Ack | None) -> bool:
         """True for a message delivered again after a crash that the restored windows already
@@ -209,34 +218,47 @@ class WindowJournal:
         self.counters.add("redelivered_skipped")
         return True
 
-    def statement(self, entries: Sequence[JournalEntry], epoch: int) -> Callable[[sqlite3.Connection], None] | None:
+    def statement(self, entries: Sequence[JournalEntry], epoch: int,
+                  hot: bool = False) -> Callable[[sqlite3.Connection], None] | None:
         """What to run inside the outbox transaction that stores ``entries`` (made while
-        ``epoch`` was current, in order) with their events. Entries of an older epoch (the
-        config changed since) are left out: the journal starts afresh."""
+        ``epoch`` was current, in order), or None if it has nothing to do. Entries of an
+        older epoch (the config changed since) are left out: the journal starts afresh. A
+        ``hot`` transaction stores events, and a message waits for it: it deletes expired
+        rows only when they are late (``PRUNE_LATE_MS``) or the journal would pass ``max_bytes``."""
         if not self.enabled:
             return None
         self._follow()
         if epoch != self.epoch:
             entries = ()
-        self._writing = entries
-        if not entries and not self._reset:
+        self._writing, self._pruned = entries, None
+        assert self.outbox is not None
+        if self._marks and not self._reset and self._generation == self.outbox.generation:
+            now = entries[-1].arrival_ms if entries else self._stream_ms()
+            adding = entries[0].size if len(entries) == 1 else sum(e.size for e in entries)
+            if now >= self._prune_at + (PRUNE_LATE_MS if hot else 0) or self._bytes + adding > self.max_bytes:
+                self._pruned = self._expired(now, adding)
+        if not entries and not self._reset and self._pruned is None:
             return None
+        return self._write
 
-        def write(conn: sqlite3.Connection) -> None:
-            assert self.outbox is not None
-            if self._generation != self.outbox.generation or self._reset:
-                self._prepare(conn)
-            if not entries:
-                return
+    def upkeep_due(self) -> bool:
+        """Expired rows may wait for deletion: ``PRUNE_EVERY_MS`` of stream time passed since
+        the last look (the engine thread then runs ``statement`` with no entries)."""
+        return self.enabled and bool(self._marks) and self._stream_ms() >= self._prune_at
+
+    def _write(self, conn: sqlite3.Connection) -> None:
+        """Inside the transaction: what the last ``statement`` decided."""
+        assert self.outbox is not None
+        if self._generation != self.outbox.generation or self._reset:
+            self._prepare(conn)
+        entries = self._writing
+        if len(entries) == 1:              # the usual case: one message that made events
+            conn.execute(_INSERT, (self._next_seq, *entries[0][:5]))
+        elif entries:
             seq = self._next_seq
-            if len(entries) == 1:          # the usual case: one message that made events
-                conn.execute(_INSERT, (seq, *entries[0][:5]))
-            else:
-                conn.executemany(_INSERT, [(seq + i, *e[:5]) for i, e in enumerate(entries)])
-            if entries[-1].arrival_ms >= self._prune_at:
-                self._prune(conn, entries)
-
-        return write
+            conn.executemany(_INSERT, [(seq + i, *e[:5]) for i, e in enumerate(entries)])
+        if self._pruned is not None:
+            conn.execute("DELETE FROM journal WHERE seq <= ?", (self._pruned[0],))
 
     def committed(self) -> None:
         """The transaction that ran the last ``statement`` committed."""
@@ -277,14 +299,18 @@ class WindowJournal:
         return {"format": JOURNAL_FORMAT, "engine": engine_version(),
                 "config_version": str(self.config_version), "boot_id": self.clock.boot_id}
 
-    def _prune(self, conn: sqlite3.Connection, entries: Sequence[JournalEntry]) -> None:
-        """Delete the rows no window can hold any more (older than the longest window before
-        the newest of ``entries``), and the oldest beyond ``max_bytes``: whole marks, one range delete."""
-        newest = entries[-1]
-        self._prune_at = newest.arrival_ms + PRUNE_EVERY_MS
-        cutoff = newest.arrival_ms - self._width_ms
+    def _stream_ms(self) -> int:
+        """The engine's clock (it moves on while the gateway is idle, pipeline.py)."""
+        return self._pipeline.last_arrival_ms if self._pipeline is not None else 0
+
+    def _expired(self, now_ms: int, adding: int) -> tuple[int, int, bool] | None:
+        """The rows to delete at stream time ``now_ms`` as (last seq, bytes, truncated): those
+        no window can hold any more (older than the longest window), and the oldest beyond
+        ``max_bytes`` once ``adding`` more are written. Whole marks, so one range delete."""
+        self._prune_at = now_ms + PRUNE_EVERY_MS
+        cutoff = now_ms - self._width_ms
         base = self._written - self._bytes              # bytes written before the table's first row
-        over = self._bytes + sum(e.size for e in entries) - self.max_bytes
+        over = self._bytes + adding - self.max_bytes
         upto = freed = 0
         truncated = False
         for seq, arrival, written in self._marks:
@@ -295,10 +321,7 @@ class WindowJournal:
             else:
                 break
             upto, freed = seq, written - base
-        if not upto:
-            return
-        conn.execute("DELETE FROM journal WHERE seq <= ?", (upto,))
-        self._pruned = (upto, freed, truncated)
+        return (upto, freed, truncated) if upto else None
 
     def failed(self) -> None:
         """The transaction did not commit: nothing it did happened."""

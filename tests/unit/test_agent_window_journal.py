@@ -107,10 +107,26 @@ def test_rows_older_than_the_longest_window_are_pruned(tmp_path, clock, monkeypa
         send(agent, "ew/in/alarm/s1", alarm(n))
     assert journal_rows(agent) == 5
     monkeypatch.setattr(CLOCK, "wall_offset_ms", 12_000)
-    send(agent, "ew/in/alarm/s1", alarm(6))
+    send(agent, "ew/in/alarm/s1", alarm(6))     # no engine thread ran meanwhile: the late deletion goes with it
     assert journal_rows(agent) == 1
     send(agent, "ew/in/fire/t1", observation("temp", "t1", "temperature", 70))   # no window reads it
     assert journal_rows(agent) == 1
+
+
+def test_expired_rows_are_deleted_by_the_engine_thread_not_in_a_message_transaction(tmp_path, clock, monkeypatch):
+    agent = open_agent(tmp_path, patterns={"alarm": ALARM})      # a 10 s window
+    for n in range(1, 6):
+        send(agent, "ew/in/alarm/s1", alarm(n))
+    monkeypatch.setattr(CLOCK, "wall_offset_ms", 10_000)
+    agent._idle()                                  # the engine thread with no work queued: nothing expired yet
+    assert journal_rows(agent) == 5
+    monkeypatch.setattr(CLOCK, "wall_offset_ms", 10_500)
+    send(agent, "ew/in/alarm/s1", alarm(6))       # stores a match: a message waits for this transaction
+    assert journal_rows(agent) == 6 and len(stored(agent, "alarm")) == 6
+    agent._idle()
+    assert journal_rows(agent) == 1
+    second = open_agent(tmp_path)                  # what is left still restores
+    assert second.counters["state_restored"] == 1 and second.counters["state_discarded"] == 0
 
 
 def test_the_journal_is_bounded_by_max_bytes(tmp_path, clock, monkeypatch):
