@@ -239,9 +239,10 @@ class OutboxWriter:
         return Written([], ())
 
     def upkeep(self) -> None:
-        """The engine thread, between messages: the journal's expired rows, deleted in a
-        transaction no message waits for (window_journal.py). A waiting group does it when it
-        commits; a failure leaves them for the next write."""
+        """Between messages (after one was handled and acknowledged, or while idle): the
+        journal's expired rows, deleted in a transaction no message waits for
+        (window_journal.py). A waiting group does it when it commits; a failure leaves them
+        for the next write."""
         if self._group or self._group_acks or self._unwritten or not self.journal.upkeep_due():
             return
         try:

@@ -17,8 +17,8 @@ config_apply.py, the status through status.py. Threads and who owns what:
   too (``_work``) and the *engine thread* handles everything in arrival order;
   ``_backlog`` counts what is queued or being handled, so no message overtakes an older
   one. It holds the engine lock, which the network thread may wait for, so it publishes
-  only with ``publish_soon``. It also lets windows expire while the gateway is idle,
-  and deletes the window journal's expired rows between messages;
+  only with ``publish_soon``. It also lets windows expire while the gateway is idle
+  (and deletes the window journal's expired rows then);
 - the *uplink thread* times PUBACK deletes and the backlog (uplink.py); the *status
   thread* publishes the status and retries the events the disk refused; the outbox's
   *checkpoint thread* copies its WAL into the file (outbox_checkpoint.py).
@@ -196,9 +196,6 @@ class Agent:
                 last_stats = time.monotonic()
                 continue
             self._work_once(item)
-            if self.writer.journal.upkeep_due():     # a backlog: expired journal rows between items
-                with self._engine_lock:
-                    self.writer.upkeep()
             if item[0] == _STOP or time.monotonic() - last_stats > 0.5:
                 with self._engine_lock:
                     self.pipeline.read_engine_counters()
@@ -249,6 +246,8 @@ class Agent:
             self._errors.count(kind, exc)
         for ack in self.writer.release(acks):
             ack()
+        if self.writer.journal.upkeep_due():   # its events published, its ack sent: no message waits
+            self.writer.upkeep()
 
     def _housekeeping(self) -> None:
         """Status thread: retry the events the disk refused (under the engine lock, so the

@@ -33,9 +33,10 @@ What makes it exact:
   them (redeliveries come first, in order); such a message is acknowledged and skipped
   (``redelivered_skipped``).
 - **Bounded.** Rows older than the longest window of the running config are deleted every
-  ``PRUNE_EVERY_MS`` of stream time, by the engine thread while no message waits
-  (``upkeep``): inside a message's transaction the deletion put a tenth of a millisecond
-  on every hundredth message, and showed in the agent's p99 (``PRUNE_LATE_MS``). Beyond
+  ``PRUNE_EVERY_MS`` of stream time, in a transaction of their own once a message was
+  handled and acknowledged, or while the agent is idle (``upkeep_due``, runtime.py):
+  inside the transaction of a message that made events, the deletion put 0.2 ms on every
+  hundredth message, and showed in the agent's p99 (but see ``PRUNE_LATE_MS``). Beyond
   ``state.max_bytes`` the oldest rows go at once, in the transaction that would pass it
   (``state_truncated``). Messages on streams no window reads are not journaled.
 - **One config.** The journal belongs to one config version and engine: a config change
@@ -83,9 +84,8 @@ log = logging.getLogger("edgewave.agent.journal")
 JOURNAL_FORMAT = "3"          # the tables' layout and the meaning of their columns (3: zstd, topic)
 CLOCK_TOLERANCE_MS = 1000     # wall and boot clocks drift apart by less; smaller shifts are left alone
 # Stream time between two deletions of expired rows, kept short so each is small: 1,000 rows
-# (a second at 1,000 msg/s) took 1.6 ms, 100 rows 0.2 ms (1 kB pages, WAL). The engine thread
-# runs them between messages (``upkeep``); one this late runs in the next transaction,
-# whatever it holds (an agent whose engine thread does not run, or cannot keep up).
+# (a second at 1,000 msg/s) took 1.6 ms, 100 rows 0.2 ms (1 kB pages, WAL). They run between
+# messages (``upkeep_due``); one this late runs in the next transaction, whatever it holds.
 PRUNE_EVERY_MS = 100
 PRUNE_LATE_MS = 1000
 MARK_EVERY_MS = 100           # granularity of the in-memory (seq, time, bytes) marks pruning uses
@@ -243,7 +243,7 @@ class WindowJournal:
 
     def upkeep_due(self) -> bool:
         """Expired rows may wait for deletion: ``PRUNE_EVERY_MS`` of stream time passed since
-        the last look (the engine thread then runs ``statement`` with no entries)."""
+        the last look (the writer's ``upkeep`` then runs ``statement`` with no entries)."""
         return self.enabled and bool(self._marks) and self._stream_ms() >= self._prune_at
 
     def _write(self, conn: sqlite3.Connection) -> None:

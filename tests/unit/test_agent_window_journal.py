@@ -113,20 +113,32 @@ def test_rows_older_than_the_longest_window_are_pruned(tmp_path, clock, monkeypa
     assert journal_rows(agent) == 1
 
 
-def test_expired_rows_are_deleted_by_the_engine_thread_not_in_a_message_transaction(tmp_path, clock, monkeypatch):
+def test_expired_rows_are_deleted_after_the_message_is_acknowledged_not_in_its_transaction(tmp_path, clock,
+                                                                                          monkeypatch):
     agent = open_agent(tmp_path, patterns={"alarm": ALARM})      # a 10 s window
     for n in range(1, 6):
         send(agent, "ew/in/alarm/s1", alarm(n))
     monkeypatch.setattr(CLOCK, "wall_offset_ms", 10_000)
-    agent._idle()                                  # the engine thread with no work queued: nothing expired yet
+    send(agent, "ew/in/alarm/s1", alarm(6))       # nothing expired yet
+    monkeypatch.setattr(CLOCK, "wall_offset_ms", 10_500)
+    at_ack: list[int] = []
+    agent._on_sensor_message("ew/in/alarm/s1", alarm(7), False, lambda: at_ack.append(journal_rows(agent)))
+    assert at_ack == [7]                           # its transaction (a match) deleted nothing
+    assert journal_rows(agent) == 2 and len(stored(agent, "alarm")) == 7    # deleted right after
+    second = open_agent(tmp_path)                  # what is left still restores
+    assert second.counters["state_restored"] == 2 and second.counters["state_discarded"] == 0
+
+
+def test_expired_rows_are_deleted_while_the_gateway_is_idle(tmp_path, clock, monkeypatch):
+    agent = open_agent(tmp_path, patterns={"alarm": ALARM})
+    for n in range(1, 6):
+        send(agent, "ew/in/alarm/s1", alarm(n))
+    monkeypatch.setattr(CLOCK, "wall_offset_ms", 9_000)
+    agent._idle()                                  # the engine thread with no work queued
     assert journal_rows(agent) == 5
     monkeypatch.setattr(CLOCK, "wall_offset_ms", 10_500)
-    send(agent, "ew/in/alarm/s1", alarm(6))       # stores a match: a message waits for this transaction
-    assert journal_rows(agent) == 6 and len(stored(agent, "alarm")) == 6
     agent._idle()
-    assert journal_rows(agent) == 1
-    second = open_agent(tmp_path)                  # what is left still restores
-    assert second.counters["state_restored"] == 1 and second.counters["state_discarded"] == 0
+    assert journal_rows(agent) == 0
 
 
 def test_the_journal_is_bounded_by_max_bytes(tmp_path, clock, monkeypatch):
