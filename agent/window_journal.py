@@ -155,9 +155,6 @@ class JournalEntry(NamedTuple):
     size: int             # the payload's own bytes: what ``state.max_bytes`` counts
 
 
-_new_tuple = tuple.__new__
-
-
 class Discarded(Exception):
     """The journal cannot be replayed; the reason is logged and counted."""
 
@@ -200,9 +197,8 @@ class WindowJournal:
         streams = self._streams
         if streams is not None and entered.stream not in streams:
             return None
-        # tuple.__new__ directly: a NamedTuple's own constructor is a Python function, per message
-        return _new_tuple(JournalEntry, (entered.arrival_ms, self.clock.boot_ms(), entered.stream, topic,
-                                         self._packer.pack(payload), len(payload)))
+        return JournalEntry(entered.arrival_ms, self.clock.boot_ms(), entered.stream, topic,
+                            self._packer.pack(payload), len(payload))
 
     def redelivered(self, topic: str, payload: bytes, ack: Ack | None) -> bool:
         """True for a message delivered again after a crash that the restored windows already
@@ -234,7 +230,7 @@ class WindowJournal:
         assert self.outbox is not None
         if self._marks and not self._reset and self._generation == self.outbox.generation:
             now = entries[-1].arrival_ms if entries else self._stream_ms()
-            adding = entries[0].size if len(entries) == 1 else sum(e.size for e in entries)
+            adding = sum(e.size for e in entries)
             if now >= self._prune_at + (PRUNE_LATE_MS if hot else 0) or self._bytes + adding > self.max_bytes:
                 self._pruned = self._expired(now, adding)
         if not entries and not self._reset and self._pruned is None:

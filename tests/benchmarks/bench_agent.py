@@ -22,19 +22,22 @@ Runs ``edgewave-agent run`` as a subprocess between two brokers it starts itself
 4. bytes forwarded / bytes received on the demo-like mix (from the agent's counters).
 5. uplink batching on (the shipped default) against off, in the same rounds as step 1: a
    second agent with ``uplink.batch.enabled: false`` (gateway gw2, a local broker of its
-   own, idle while another is measured) gets the same 1,000 completing msgs/s in its turn; p50/p99 and the bytes per event on the wire (every event is a match here, and
+   own, idle while another is measured) gets the same 1,000 completing msgs/s in its
+   turn; p50/p99 and the bytes per event on the wire (every event is a match here, and
    a match never waits, so a message mostly carries one).
 6. durable windows (``state.durable_windows``, the default) against off, in one run: a
    third agent with ``state.durable_windows: false`` (gw3, its own local broker) gets the
    same latency rounds in its turn, and the same stepped mix after the first agent's; the
    mix's observations go to the alarm stream, which a window reads, so every message is
-   journaled (no pattern keeps humidity, so the windows hold what they held before). Printed: p99 and sustained rate on and off (target: within 10 % of each
-   other), and the bytes each agent wrote to storage (``/proc/<pid>/io`` write_bytes) per
-   sensor byte received and per message during the mix; then, at the demo scenario's own
-   pace (configs/scenarios/demo.yaml, gw1's messages recorded and published as timed, to
-   both agents at once, on the fire stream, which a window reads, before any other step),
-   what each wrote, per sensor byte and per hour (status file included, both ways). Grouped commits depend on the rate, so the hour's figure is
-   measured at the demo's pace, not scaled from the mix.
+   journaled (no pattern keeps humidity, so the windows hold what they held before).
+   Printed: p99 and sustained rate on and off (target: within 10 % of each other), and
+   the bytes each agent wrote to storage (``/proc/<pid>/io`` write_bytes) per sensor byte
+   received and per message during the mix; then, at the demo scenario's own pace
+   (configs/scenarios/demo.yaml, gw1's messages recorded and published as timed, to both
+   agents at once, on the fire stream, which a window reads, before any other step), what
+   each wrote, per sensor byte and per hour (status file included, both ways). Grouped
+   commits depend on the rate, so the hour's figure is measured at the demo's pace, not
+   scaled from the mix.
 
     python tests/benchmarks/bench_agent.py [--quick]
 """
