@@ -92,7 +92,7 @@ class Outbox:
         self._expiry_checked_ms = 0
         self.moved_aside: Path | None = None
         self.generation = 0      # bumped when the file was replaced: positions in it are void
-        self.checkpoints = Checkpointer(self.path, self.synchronous, self._lock)   # outbox_checkpoint.py
+        self.checkpoints = Checkpointer(self.path, self.synchronous)   # outbox_checkpoint.py
         self._open()
 
     # -- opening and recovery --------------------------------------------------------------
@@ -156,7 +156,7 @@ class Outbox:
         with self._lock:
             try:
                 seq = self._insert(event_id, kind, payload, now_ms)
-                self.checkpoints.committed()
+                self.checkpoints.committed(self._conn)
                 return seq
             except sqlite3.OperationalError:
                 raise            # disk full, I/O: the caller counts and logs it
@@ -181,7 +181,7 @@ class Outbox:
                     if also is not None:
                         also(self._conn)
                     self._conn.execute("COMMIT")
-                    self.checkpoints.committed()
+                    self.checkpoints.committed(self._conn)
                     return seqs
                 except BaseException as exc:     # a RecursionError too: never leave the transaction open
                     if self._conn.in_transaction:
@@ -313,7 +313,7 @@ class Outbox:
                             gone += 1
                             freed += row[0]
                 self._conn.execute("COMMIT")
-                self.checkpoints.committed()
+                self.checkpoints.committed(self._conn)
             except sqlite3.Error as exc:
                 if self._conn.in_transaction:
                     try:

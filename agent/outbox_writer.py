@@ -167,7 +167,7 @@ class OutboxWriter:
         entries, epoch, rows = batch
         journal = self.journal
         journal.outbox = self.outbox
-        statement = journal.statement(entries, epoch, hot=bool(rows))
+        statement = journal.statement(entries, epoch)
         if not rows and statement is None:
             return []
         try:
@@ -239,10 +239,9 @@ class OutboxWriter:
         return Written([], ())
 
     def upkeep(self) -> None:
-        """Between messages (after one was handled and acknowledged, or while idle): the
-        journal's expired rows, deleted in a transaction no message waits for
-        (window_journal.py). A waiting group does it when it commits; a failure leaves them
-        for the next write."""
+        """While idle: the journal's expired rows that no message's transaction took with it
+        (window_journal.py), in a transaction of their own. A waiting group does it when it
+        commits; a failure leaves them for the next write."""
         if self._group or self._group_acks or self._unwritten or not self.journal.upkeep_due():
             return
         try:

@@ -246,7 +246,6 @@ class Agent:
             self._errors.count(kind, exc)
         for ack in self.writer.release(acks):
             ack()
-        self.writer.upkeep()      # expired journal rows, if due: its events published, its ack sent
 
     def _housekeeping(self) -> None:
         """Status thread: retry the events the disk refused (under the engine lock, so the

@@ -7,7 +7,7 @@ once handled and is not delivered again.
 
 What makes it exact:
 
-- **One durable step.** A sensor message's journal row (stream, arrival time, payload) is
+- **One durable step.** A sensor message's journal row (topic, arrival time, payload) is
   written in the same SQLite transaction as the events it made, in the outbox's file
   (``Outbox.append_batch``), and its acknowledgement goes only after that commit. So a
   message is either journaled *and* its events stored, or neither (and then unacknowledged:
@@ -32,13 +32,15 @@ What makes it exact:
   journal's messages are kept from the restore until the first message that is not one of
   them (redeliveries come first, in order); such a message is acknowledged and skipped
   (``redelivered_skipped``).
-- **Bounded.** Rows older than the longest window of the running config are deleted every
-  ``PRUNE_EVERY_MS`` of stream time, in a transaction of their own once a message was
-  handled and acknowledged, or while the agent is idle (``upkeep_due``, runtime.py):
-  inside the transaction of a message that made events, the deletion put 0.2 ms on every
-  hundredth message, and showed in the agent's p99 (but see ``PRUNE_LATE_MS``). Beyond
-  ``state.max_bytes`` the oldest rows go at once, in the transaction that would pass it
-  (``state_truncated``). Messages on streams no window reads are not journaled.
+- **Bounded, in small pieces.** Rows older than the longest window of the running config
+  are deleted in the transaction of a later message, a few pages at a time: once
+  ``PRUNE_ROWS`` of them are due, or the oldest has waited ``PRUNE_WAIT_MS``; never more
+  than ``PRUNE_MAX_ROWS`` at once. An idle gateway deletes them in a transaction of its
+  own (``upkeep_due``, runtime.py). Deleting every 100 ms instead (100 rows at 1,000
+  msg/s) put 0.2 ms on every hundredth message inside its transaction, and 0.5 ms in a
+  transaction of its own, which the next message waited for: either way, the agent's
+  p99. Beyond ``state.max_bytes`` the oldest rows go at once, in the transaction that
+  would pass it (``state_truncated``). Messages on streams no window reads are not journaled.
 - **One config.** The journal belongs to one config version and engine: a config change
   (push, rollback, a failed swap's rebuild) empties it. The running engine keeps its windows
   across a swap as before (by difference); only after a crash are the windows from before
@@ -68,6 +70,7 @@ import zstandard
 from edgewave.agent.agent_clock import CLOCK, AgentClock
 from edgewave.agent.engine import parse_query
 from edgewave.shared import ntriples
+from edgewave.shared.topics import TopicError, parse_sensor_topic
 
 if TYPE_CHECKING:
     from edgewave.agent.config import AgentSettings
@@ -81,19 +84,26 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("edgewave.agent.journal")
 
-JOURNAL_FORMAT = "3"          # the tables' layout and the meaning of their columns (3: zstd, topic)
+JOURNAL_FORMAT = "4"          # the tables' layout and the meaning of their columns (4: no stream column)
 CLOCK_TOLERANCE_MS = 1000     # wall and boot clocks drift apart by less; smaller shifts are left alone
-# Stream time between two deletions of expired rows, kept short so each is small: 1,000 rows
-# (a second at 1,000 msg/s) took 1.6 ms, 100 rows 0.2 ms (1 kB pages, WAL). They run between
-# messages (``upkeep_due``); one this late runs in the next transaction, whatever it holds.
-PRUNE_EVERY_MS = 100
-PRUNE_LATE_MS = 1000
-MARK_EVERY_MS = 100           # granularity of the in-memory (seq, time, bytes) marks pruning uses
+# Expired rows are deleted in whole marks (``_marks``): a mark holds up to MARK_ROWS rows
+# that arrived within MARK_EVERY_MS. A transaction deletes them once PRUNE_ROWS are due (two
+# or three 1 kB pages of rows), or once the oldest has waited PRUNE_WAIT_MS (a quiet gateway:
+# fewer, larger deletions write less), at most PRUNE_MAX_ROWS at once (a clock that jumped
+# forward expires everything at once: the rest goes with the next transactions).
+MARK_ROWS = 32
+MARK_EVERY_MS = 100
+PRUNE_ROWS = 32
+PRUNE_WAIT_MS = 1000
+PRUNE_MAX_ROWS = 256
 
+# The stream is not stored: the topic names it (``ew/in/<stream>/<sensor>``, mapped by the
+# settings as at intake). Its IRI was a fifth of an alarm's row: more rows to a page, fewer
+# pages for each commit to append and each checkpoint to copy.
 _TABLES = ("CREATE TABLE IF NOT EXISTS journal (seq INTEGER PRIMARY KEY, arrival_ms INTEGER NOT NULL, "
-           "boot_ms INTEGER NOT NULL, stream TEXT NOT NULL, topic TEXT NOT NULL, payload BLOB NOT NULL)",
+           "boot_ms INTEGER NOT NULL, topic TEXT NOT NULL, payload BLOB NOT NULL)",
            "CREATE TABLE IF NOT EXISTS journal_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
-_INSERT = "INSERT INTO journal (seq, arrival_ms, boot_ms, stream, topic, payload) VALUES (?, ?, ?, ?, ?, ?)"
+_INSERT = "INSERT INTO journal (seq, arrival_ms, boot_ms, topic, payload) VALUES (?, ?, ?, ?, ?)"
 
 PACK_LEVEL = 4                # zstd's: level 3 stored 15 % more bytes, level 5 took a quarter more time
 
@@ -149,7 +159,6 @@ class JournalEntry(NamedTuple):
 
     arrival_ms: int
     boot_ms: int
-    stream: str
     topic: str            # with the payload, what recognises a redelivery (``message_digest``)
     payload: bytes        # packed (``Packer``)
     size: int             # the payload's own bytes: what ``state.max_bytes`` counts
@@ -181,8 +190,8 @@ class WindowJournal:
         self._next_seq = 1
         self._bytes = 0                # payload bytes in the table
         self._written = 0              # payload bytes ever written (marks count in it)
-        self._marks: deque[tuple[int, int, int]] = deque()   # (last seq, arrival_ms, _written) so far
-        self._prune_at = 0
+        # (first seq, last seq, first arrival_ms, last arrival_ms, _written after the last row)
+        self._marks: deque[tuple[int, int, int, int, int]] = deque()
         self._pruned: tuple[int, int, bool] | None = None   # (last seq, bytes, early) the open transaction deletes
         self._redelivered: Counter[bytes] | None = None
         self.epoch = 0                 # bumped when the journal starts afresh: older entries are void
@@ -197,7 +206,7 @@ class WindowJournal:
         streams = self._streams
         if streams is not None and entered.stream not in streams:
             return None
-        return JournalEntry(entered.arrival_ms, self.clock.boot_ms(), entered.stream, topic,
+        return JournalEntry(entered.arrival_ms, self.clock.boot_ms(), topic,
                             self._packer.pack(payload), len(payload))
 
     def redelivered(self, topic: str, payload: bytes, ack: Ack | None) -> bool:
@@ -214,13 +223,11 @@ class WindowJournal:
         self.counters.add("redelivered_skipped")
         return True
 
-    def statement(self, entries: Sequence[JournalEntry], epoch: int,
-                  hot: bool = False) -> Callable[[sqlite3.Connection], None] | None:
+    def statement(self, entries: Sequence[JournalEntry], epoch: int) -> Callable[[sqlite3.Connection], None] | None:
         """What to run inside the outbox transaction that stores ``entries`` (made while
         ``epoch`` was current, in order), or None if it has nothing to do. Entries of an
-        older epoch (the config changed since) are left out: the journal starts afresh. A
-        ``hot`` transaction stores events, and a message waits for it: it deletes expired
-        rows only when they are late (``PRUNE_LATE_MS``) or the journal would pass ``max_bytes``."""
+        older epoch (the config changed since) are left out: the journal starts afresh.
+        Expired rows go with it when enough are due (see ``PRUNE_ROWS``)."""
         if not self.enabled:
             return None
         self._follow()
@@ -230,17 +237,18 @@ class WindowJournal:
         assert self.outbox is not None
         if self._marks and not self._reset and self._generation == self.outbox.generation:
             now = entries[-1].arrival_ms if entries else self._stream_ms()
-            adding = sum(e.size for e in entries)
-            if now >= self._prune_at + (PRUNE_LATE_MS if hot else 0) or self._bytes + adding > self.max_bytes:
-                self._pruned = self._expired(now, adding)
+            self._pruned = self._expired(now, sum(e.size for e in entries))
         if not entries and not self._reset and self._pruned is None:
             return None
         return self._write
 
     def upkeep_due(self) -> bool:
-        """Expired rows may wait for deletion: ``PRUNE_EVERY_MS`` of stream time passed since
-        the last look (the writer's ``upkeep`` then runs ``statement`` with no entries)."""
-        return self.enabled and bool(self._marks) and self._stream_ms() >= self._prune_at
+        """An idle gateway's expired rows: the oldest has waited ``PRUNE_WAIT_MS`` (the
+        writer's ``upkeep`` then runs ``statement`` with no entries). While messages come,
+        their transactions delete them first."""
+        marks = self._marks
+        return (self.enabled and bool(marks)
+                and marks[0][3] <= self._stream_ms() - self._width_ms - PRUNE_WAIT_MS)
 
     def _write(self, conn: sqlite3.Connection) -> None:
         """Inside the transaction: what the last ``statement`` decided."""
@@ -249,10 +257,10 @@ class WindowJournal:
             self._prepare(conn)
         entries = self._writing
         if len(entries) == 1:              # the usual case: one message that made events
-            conn.execute(_INSERT, (self._next_seq, *entries[0][:5]))
+            conn.execute(_INSERT, (self._next_seq, *entries[0][:4]))
         elif entries:
             seq = self._next_seq
-            conn.executemany(_INSERT, [(seq + i, *e[:5]) for i, e in enumerate(entries)])
+            conn.executemany(_INSERT, [(seq + i, *e[:4]) for i, e in enumerate(entries)])
         if self._pruned is not None:
             conn.execute("DELETE FROM journal WHERE seq <= ?", (self._pruned[0],))
 
@@ -270,18 +278,24 @@ class WindowJournal:
             upto, freed, truncated = pruned
             if truncated:
                 self.counters.add("state_truncated")
-            while self._marks and self._marks[0][0] <= upto:
+            while self._marks and self._marks[0][1] <= upto:
                 self._marks.popleft()
             self._bytes -= freed
-        marks = self._marks
         for entry in entries:
             self._bytes += entry.size
-            self._written += entry.size
-            if marks and entry.arrival_ms - marks[-1][1] < MARK_EVERY_MS:
-                marks[-1] = (self._next_seq, marks[-1][1], self._written)
-            else:
-                marks.append((self._next_seq, entry.arrival_ms, self._written))
+            self._mark(self._next_seq, entry.arrival_ms, entry.size)
             self._next_seq += 1
+
+    def _mark(self, seq: int, arrival_ms: int, size: int) -> None:
+        """Row ``seq`` is in the table: into the last mark, or a new one."""
+        self._written += size
+        marks = self._marks
+        if marks:
+            first, _, first_ms, _, _ = marks[-1]
+            if seq - first < MARK_ROWS and arrival_ms - first_ms < MARK_EVERY_MS:
+                marks[-1] = (first, seq, first_ms, arrival_ms, self._written)
+                return
+        marks.append((seq, seq, arrival_ms, arrival_ms, self._written))
 
     def _prepare(self, conn: sqlite3.Connection) -> None:
         # Dropped, not emptied: a journal of another format may have other columns.
@@ -300,29 +314,34 @@ class WindowJournal:
         return self._pipeline.last_arrival_ms if self._pipeline is not None else 0
 
     def _expired(self, now_ms: int, adding: int) -> tuple[int, int, bool] | None:
-        """The rows to delete at stream time ``now_ms`` as (last seq, bytes, truncated): those
-        no window can hold any more (older than the longest window), and the oldest beyond
-        ``max_bytes`` once ``adding`` more are written. Whole marks, so one range delete."""
-        self._prune_at = now_ms + PRUNE_EVERY_MS
+        """The rows to delete at stream time ``now_ms`` as (last seq, bytes, truncated), if
+        any are due (see ``PRUNE_ROWS``): those no window can hold any more (older than the
+        longest window), and the oldest beyond ``max_bytes`` once ``adding`` more are
+        written. Whole marks, so one range delete. Usually looks at one mark."""
+        marks = self._marks
         cutoff = now_ms - self._width_ms
-        base = self._written - self._bytes              # bytes written before the table's first row
         over = self._bytes + adding - self.max_bytes
-        upto = freed = 0
+        if marks[0][3] > cutoff and over <= 0:
+            return None                                 # the usual case: nothing expired yet
+        base = self._written - self._bytes              # bytes written before the table's first row
+        upto = freed = rows = 0
         truncated = False
-        for seq, arrival, written in self._marks:
-            if arrival + MARK_EVERY_MS <= cutoff:
-                pass                                    # every row of the mark is out of every window
+        for first, last, _, last_ms, written in marks:
+            expired = last_ms <= cutoff                 # every row of the mark is out of every window
+            if expired and (rows + last - first < PRUNE_MAX_ROWS or not rows):
+                pass
             elif freed < over:
-                truncated = True                        # still in a window, but the journal is full
+                truncated = truncated or not expired    # still in a window, but the journal is full
             else:
                 break
-            upto, freed = seq, written - base
-        return (upto, freed, truncated) if upto else None
+            upto, freed, rows = last, written - base, rows + last - first + 1
+        if truncated or rows >= PRUNE_ROWS or marks[0][3] <= cutoff - PRUNE_WAIT_MS:
+            return upto, freed, truncated
+        return None
 
     def failed(self) -> None:
         """The transaction did not commit: nothing it did happened."""
         self._pruned, self._writing = None, ()
-        self._prune_at = 0
 
     def _follow(self) -> None:
         """A config change (push, rollback) or a rebuilt engine (a failed swap) starts an empty
@@ -376,9 +395,18 @@ class WindowJournal:
         meta = {str(k): str(v) for k, v in conn.execute("SELECT name, value FROM journal_meta")}
         if meta.get("format") != JOURNAL_FORMAT:
             return [], meta or {"format": "none"}     # discarded on its meta: its rows may not be ours to read
-        rows = conn.execute("SELECT seq, arrival_ms, boot_ms, stream, topic, payload FROM journal "
+        rows = conn.execute("SELECT seq, arrival_ms, boot_ms, topic, payload FROM journal "
                             "ORDER BY seq").fetchall()
         return rows, meta
+
+    @staticmethod
+    def _stream_of(topic: str, pipeline: Pipeline) -> str | None:
+        """The stream a journaled message entered on, as intake mapped it."""
+        try:
+            segment, _ = parse_sensor_topic(topic)
+        except TopicError:
+            return None
+        return pipeline.intake.stream_term(segment)
 
     def _check(self, meta: dict[str, str]) -> None:
         mine = self._meta()
@@ -391,10 +419,13 @@ class WindowJournal:
             return
         decoded = []
         last_arrival = -1
-        for seq, arrival, boot, stream, topic, payload in rows:
+        for seq, arrival, boot, topic, payload in rows:
             if not (isinstance(seq, int) and isinstance(arrival, int) and isinstance(boot, int)
-                    and isinstance(stream, str) and isinstance(topic, str) and isinstance(payload, bytes)):
+                    and isinstance(topic, str) and isinstance(payload, bytes)):
                 raise Discarded(f"row {seq!r} has columns of the wrong type")
+            stream = self._stream_of(topic, pipeline)
+            if stream is None:
+                raise Discarded(f"row {seq}'s topic {topic!r} names no stream of these settings")
             if arrival < last_arrival:
                 raise Discarded(f"row {seq} goes back in time ({arrival} < {last_arrival})")
             last_arrival = arrival
@@ -449,11 +480,7 @@ class WindowJournal:
         self._generation, self._reset = outbox.generation, False
         self._next_seq = rows[-1][0] + 1
         for seq, arrival, stream, digest, triples, size in kept:
-            self._written += size
-            if self._marks and arrival + shift - self._marks[-1][1] < MARK_EVERY_MS:
-                self._marks[-1] = (seq, self._marks[-1][1], self._written)
-            else:
-                self._marks.append((seq, arrival + shift, self._written))
+            self._mark(seq, arrival + shift, size)
         self._bytes = self._written
         self._redelivered = Counter(row[3] for row in decoded)
         self.counters.add("state_restored", replayed)

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import subprocess
 import sys
+import time
 
 from edgewave.agent.outbox import PAGE_SIZE, Outbox
 from edgewave.agent.outbox_checkpoint import AUTOCHECKPOINT_PAGES
@@ -156,9 +158,25 @@ def test_the_checkpoint_thread_keeps_the_wal_below_sqlites_own_threshold(tmp_pat
             box.delete(list(range(seq - 19, seq + 1)))
     wal_pages = (tmp_path / "o.db-wal").stat().st_size // (PAGE_SIZE + 24)   # the WAL never shrinks
     assert box.checkpoints.checkpoints >= 10
+    assert box.checkpoints.finished_by_writer >= 1      # the few pages the thread could not catch
     box.close()
     assert wal_pages < AUTOCHECKPOINT_PAGES
     assert [r.event_id for r in make(path).pending_after(0, 10)] == []
+
+
+def test_the_checkpoint_thread_runs_only_on_a_core_that_would_idle(tmp_path):
+    """At normal priority a checkpoint took a core from the brokers and the agent's network
+    thread for milliseconds (outbox_checkpoint.py)."""
+    box = make(tmp_path / "o.db")
+    box.start_checkpoints()
+    thread = box.checkpoints._thread
+    assert thread is not None
+    deadline = time.monotonic() + 5
+    while os.sched_getscheduler(thread.native_id) != os.SCHED_IDLE and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert os.sched_getscheduler(thread.native_id) == os.SCHED_IDLE
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER     # the thread only, not the writers
+    box.close()
 
 
 def test_deleted_events_are_not_zeroed_page_by_page(tmp_path):

@@ -113,18 +113,27 @@ def test_rows_older_than_the_longest_window_are_pruned(tmp_path, clock, monkeypa
     assert journal_rows(agent) == 1
 
 
-def test_expired_rows_are_deleted_after_the_message_is_acknowledged_not_in_its_transaction(tmp_path, clock,
-                                                                                          monkeypatch):
+def test_expired_rows_go_with_later_messages_a_few_pages_at_a_time(tmp_path, clock, monkeypatch):
     agent = open_agent(tmp_path, patterns={"alarm": ALARM})      # a 10 s window
     for n in range(1, 6):
         send(agent, "ew/in/alarm/s1", alarm(n))
-    monkeypatch.setattr(CLOCK, "wall_offset_ms", 10_000)
-    send(agent, "ew/in/alarm/s1", alarm(6))       # nothing expired yet
     monkeypatch.setattr(CLOCK, "wall_offset_ms", 10_500)
+    send(agent, "ew/in/alarm/s1", alarm(6))       # 5 expired: fewer than PRUNE_ROWS, waited 0.5 s
+    assert journal_rows(agent) == 6
+    monkeypatch.setattr(CLOCK, "wall_offset_ms", 11_200)
     at_ack: list[int] = []
     agent._on_sensor_message("ew/in/alarm/s1", alarm(7), False, lambda: at_ack.append(journal_rows(agent)))
-    assert at_ack == [7]                           # its transaction (a match) deleted nothing
-    assert journal_rows(agent) == 2 and len(stored(agent, "alarm")) == 7    # deleted right after
+    assert at_ack == [2]                           # the oldest waited PRUNE_WAIT_MS: gone with alarm 7
+    assert len(stored(agent, "alarm")) == 7
+
+    many = window_journal.PRUNE_MAX_ROWS + 44      # a burst, then a clock past all of it
+    for n in range(8, 8 + many):
+        send(agent, "ew/in/alarm/s1", alarm(n))
+    monkeypatch.setattr(CLOCK, "wall_offset_ms", 30_000)
+    send(agent, "ew/in/alarm/s1", alarm(1000))    # at most PRUNE_MAX_ROWS in one transaction
+    assert 2 + many + 1 - window_journal.PRUNE_MAX_ROWS <= journal_rows(agent) < 2 + many
+    send(agent, "ew/in/alarm/s1", alarm(1001))    # the rest with the next
+    assert journal_rows(agent) == 2
     second = open_agent(tmp_path)                  # what is left still restores
     assert second.counters["state_restored"] == 2 and second.counters["state_discarded"] == 0
 
@@ -133,10 +142,10 @@ def test_expired_rows_are_deleted_while_the_gateway_is_idle(tmp_path, clock, mon
     agent = open_agent(tmp_path, patterns={"alarm": ALARM})
     for n in range(1, 6):
         send(agent, "ew/in/alarm/s1", alarm(n))
-    monkeypatch.setattr(CLOCK, "wall_offset_ms", 9_000)
-    agent._idle()                                  # the engine thread with no work queued
-    assert journal_rows(agent) == 5
     monkeypatch.setattr(CLOCK, "wall_offset_ms", 10_500)
+    agent._idle()                                  # the engine thread with no work queued
+    assert journal_rows(agent) == 5                # expired, but waited less than PRUNE_WAIT_MS
+    monkeypatch.setattr(CLOCK, "wall_offset_ms", 11_200)
     agent._idle()
     assert journal_rows(agent) == 0
 
@@ -178,7 +187,7 @@ def test_durable_windows_off_journals_nothing(tmp_path, clock):
     assert stored(second) == [] and second.counters["state_restored"] == 0
 
 
-@pytest.mark.parametrize("damage", ["format", "engine", "config_version", "payload", "types"])
+@pytest.mark.parametrize("damage", ["format", "engine", "config_version", "payload", "types", "topic"])
 def test_a_foreign_or_undecodable_journal_is_discarded_and_counted(tmp_path, clock, damage, caplog):
     first = open_agent(tmp_path)
     hot(first)
@@ -187,6 +196,8 @@ def test_a_foreign_or_undecodable_journal_is_discarded_and_counted(tmp_path, clo
         conn.execute("UPDATE journal SET payload = substr(payload, 1, 40)")          # truncated
     elif damage == "types":
         conn.execute("UPDATE journal SET payload = 'text, not bytes', boot_ms = 'x'")
+    elif damage == "topic":
+        conn.execute("UPDATE journal SET topic = 'ew/fire/t1'")                     # names no stream
     else:
         conn.execute("UPDATE journal_meta SET value = 'other' WHERE name = ?", (damage,))
     conn.commit()
