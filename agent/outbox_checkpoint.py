@@ -113,7 +113,10 @@ class Checkpointer:
                 return
             self._wake.clear()
             if woken or self._commits:
-                self.checkpoint(generation_of())
+                try:
+                    self.checkpoint(generation_of())
+                except Exception:      # never end the thread: SQLite's backstop would do it all, in commits
+                    log.exception("outbox event=checkpoint_failed action='tried again at the next wake-up'")
 
     def checkpoint(self, generation: int) -> tuple[int, int] | None:
         """Copy what the WAL holds into the file, PASSIVE; returns (pages in the WAL, pages

@@ -192,7 +192,7 @@ class WindowJournal:
         self._written = 0              # payload bytes ever written (marks count in it)
         # (first seq, last seq, first arrival_ms, last arrival_ms, _written after the last row)
         self._marks: deque[tuple[int, int, int, int, int]] = deque()
-        self._pruned: tuple[int, int, bool] | None = None   # (last seq, bytes, early) the open transaction deletes
+        self._pruned: tuple[int, int, bool] | None = None   # (last seq, bytes, truncated) the open transaction deletes
         self._redelivered: Counter[bytes] | None = None
         self.epoch = 0                 # bumped when the journal starts afresh: older entries are void
         self._writing: Sequence[JournalEntry] = ()   # the rows the open transaction inserts

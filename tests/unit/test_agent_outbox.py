@@ -9,7 +9,7 @@ import sys
 import time
 
 from edgewave.agent.outbox import PAGE_SIZE, Outbox
-from edgewave.agent.outbox_checkpoint import AUTOCHECKPOINT_PAGES
+from edgewave.agent.outbox_checkpoint import AUTOCHECKPOINT_PAGES, CHECKPOINT_COMMITS, Checkpointer
 
 
 def make(path, **kw):
@@ -176,6 +176,30 @@ def test_the_checkpoint_thread_runs_only_on_a_core_that_would_idle(tmp_path):
         time.sleep(0.01)
     assert os.sched_getscheduler(thread.native_id) == os.SCHED_IDLE
     assert os.sched_getscheduler(0) == os.SCHED_OTHER     # the thread only, not the writers
+    box.close()
+
+
+def test_the_checkpoint_thread_outlives_an_unexpected_error(tmp_path, monkeypatch, caplog):
+    """Were it to end, SQLite's backstop would copy the whole WAL inside writers' commits."""
+    failed: list[int] = []
+    copy = Checkpointer._pass
+
+    def fails_once(self: Checkpointer) -> tuple[int, int]:
+        if not failed:
+            failed.append(1)
+            raise RuntimeError("a bug")
+        return copy(self)
+
+    monkeypatch.setattr(Checkpointer, "_pass", fails_once)
+    box = make(tmp_path / "o.db", max_bytes=100_000_000)
+    box.start_checkpoints()
+    for i in range(3 * CHECKPOINT_COMMITS):
+        box.append(f"id{i}", "match", b"p" * 100, now_ms=1)
+    deadline = time.monotonic() + 10
+    while box.checkpoints.checkpoints < 1 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert failed and box.checkpoints.checkpoints >= 1
+    assert any("event=checkpoint_failed" in r.getMessage() for r in caplog.records)
     box.close()
 
 
