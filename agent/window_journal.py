@@ -246,9 +246,11 @@ class WindowJournal:
         """An idle gateway's expired rows: the oldest has waited ``PRUNE_WAIT_MS`` (the
         writer's ``upkeep`` then runs ``statement`` with no entries). While messages come,
         their transactions delete them first."""
-        marks = self._marks
-        return (self.enabled and bool(marks)
-                and marks[0][3] <= self._stream_ms() - self._width_ms - PRUNE_WAIT_MS)
+        return self.enabled and bool(self._marks) and self._waited(self._stream_ms() - self._width_ms)
+
+    def _waited(self, cutoff_ms: int) -> bool:
+        """The oldest mark has been out of every window for ``PRUNE_WAIT_MS``."""
+        return self._marks[0][3] <= cutoff_ms - PRUNE_WAIT_MS
 
     def _write(self, conn: sqlite3.Connection) -> None:
         """Inside the transaction: what the last ``statement`` decided."""
@@ -335,7 +337,7 @@ class WindowJournal:
             else:
                 break
             upto, freed, rows = last, written - base, rows + last - first + 1
-        if truncated or rows >= PRUNE_ROWS or marks[0][3] <= cutoff - PRUNE_WAIT_MS:
+        if truncated or rows >= PRUNE_ROWS or self._waited(cutoff):
             return upto, freed, truncated
         return None
 

@@ -165,7 +165,7 @@ def p99_ratio_interval(a_rounds: list[list[float]], b_rounds: list[list[float]],
     rnd = random.Random(1)
     ratios = []
     for _ in range(draws):
-        chosen = [rnd.choice(range(len(tops))) for _ in tops]
+        chosen = [rnd.randrange(len(tops)) for _ in tops]
         pairs = [tops[i] for i in chosen]
         n_a = sum(len(a_rounds[i]) for i in chosen)
         n_b = sum(len(b_rounds[i]) for i in chosen)
@@ -417,9 +417,6 @@ def main(argv: list[str] | None = None) -> int:
         # each after a baseline round, so that each is read beside what the broker alone
         # did at that moment
         base: list[float] = []
-        lat: list[float] = []
-        lat_off: list[float] = []
-        lat_nostate: list[float] = []
         rounds: dict[str, list[list[float]]] = {"on": [], "batching off": [], "durable off": []}
         nostate_rows = []
         missing = missing_off = 0
@@ -445,13 +442,12 @@ def main(argv: list[str] | None = None) -> int:
                     missing += lost
                     latency_rows.append((percentile(round_base, .99), percentile(round_lat, .5),
                                          percentile(round_lat, .99), machine.agent_percent, machine.steal_percent))
-                    lat += round_lat
                     continue
                 missing_off += lost
                 row = (percentile(round_lat, .5), percentile(round_lat, .99), machine.agent_percent,
                        machine.steal_percent)
                 (off_rows if name == "batching off" else nostate_rows).append(row)
-                (lat_off if name == "batching off" else lat_nostate).extend(round_lat)
+        lat, lat_off, lat_nostate = ([v for r in rounds[name] for v in r] for name in rounds)
         base_recv.close()
         wire = ((recv.wire_bytes - wire[0]) / max(1, recv.events - wire[1]),
                 (recv_off.wire_bytes - wire_off[0]) / max(1, recv_off.events - wire_off[1]))
