@@ -68,7 +68,7 @@ class OutboxSettings:
     max_bytes: int = 64 * 1024 * 1024
     max_age_s: float = 7 * 86400     # older events are dropped (counted)
     policy: str = setting("drop_oldest", choices=("drop_oldest", "refuse_newest"))   # when max_bytes is reached
-    max_inflight: int = 100          # published, not yet acknowledged (PUBACK)
+    max_inflight: int = 100          # messages published, not yet acknowledged by the broker (PUBACK)
     max_rate_per_s: float = 1000.0   # publish pacing; replay after an outage obeys it
     resend_after_s: float = 10.0     # unacknowledged after a reconnect: publish again
     synchronous: str = "NORMAL"      # SQLite synchronous; FULL survives power loss too
@@ -82,8 +82,8 @@ _CLOUD_LIMITS = EventLimits()   # what the cloud's ingest takes by default (clou
 @dataclass
 class UplinkBatchSettings:
     """Several outbox events in one MQTT message (shared/uplink_batch.py): compressed, their
-    repeated IRIs written once. Each event keeps its own outbox row, deleted on the PUBACK
-    of the message that carried it."""
+    repeated IRIs written once. Each event keeps its own outbox row, deleted once the
+    message that carried it is landed."""
 
     enabled: bool = True              # false: one JSON event per message
     # At most this many events a message; the cloud refuses more than its max_batch_events.
@@ -98,11 +98,38 @@ class UplinkBatchSettings:
     linger_ms: float = setting(2000.0, minimum=0)
 
 
+LANDED_AUTO, LANDED_REQUIRED, LANDED_OFF = "auto", "required", "off"
+
+
+@dataclass
+class UplinkLandedSettings:
+    """End-to-end acknowledgement (shared/landed_acks.py): an event leaves the outbox once
+    ingest says it landed it, not when the cloud broker's PUBACK came."""
+
+    # auto: end to end, unless the cloud has never acknowledged and older_cloud_after_s passed
+    # (a cloud from before landed acknowledgements): then deleted on PUBACK, with a warning in
+    # the status, until the first acknowledgement arrives. required: never on PUBACK alone.
+    # off: on PUBACK (a cloud broker restart or crash can lose what it had not saved).
+    mode: str = setting(LANDED_AUTO, choices=(LANDED_AUTO, LANDED_REQUIRED, LANDED_OFF))
+    # Sent (PUBACK in) and not landed this long: sent again, from the oldest such event on;
+    # the wait doubles while nothing lands, up to max_resend_after_s. After every reconnect to
+    # the cloud broker they are sent again at once.
+    resend_after_s: float = setting(15.0, minimum=0.1)
+    max_resend_after_s: float = setting(300.0, minimum=0.1)
+    # Events sent and not yet landed, at most; beyond, publishing waits for acknowledgements
+    # (the rest stays in the outbox, not in the broker's queues).
+    max_unlanded: int = setting(5000, minimum=1)
+    # auto: how long events may wait for a first acknowledgement from a cloud that has never
+    # sent one before the agent takes it for an older cloud.
+    older_cloud_after_s: float = setting(300.0, minimum=1.0)
+
+
 @dataclass
 class UplinkSettings:
     """What goes up to the cloud and in what form."""
 
     batch: UplinkBatchSettings = field(default_factory=UplinkBatchSettings)
+    landed: UplinkLandedSettings = field(default_factory=UplinkLandedSettings)
     # A match's contributing triples and entailment evidence: full (the dashboard's evidence
     # view shows them) or none (bindings and window only).
     match_content: str = setting(MATCH_FULL, choices=MATCH_CONTENT)

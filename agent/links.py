@@ -2,7 +2,8 @@
 
 - *cloud*: a persistent session (the retained config documents and the PUBACKs of events
   in flight survive a reconnect), the ``offline`` status as Last Will, subscribed to
-  ``ew/<gateway>/config``; the uplink publishes the events on it.
+  ``ew/<gateway>/config`` and to ingest's acknowledgements on ``ew/<gateway>/events/landed``
+  (unless ``uplink.landed.mode`` is off); the uplink publishes the events on it.
 - *local*: the sensors' broker. With ``local.session_expiry_s > 0`` the session is
   persistent and a sensor message is acknowledged only once handled (its events are in
   the outbox), so one the agent had not handled when it died is delivered again when it
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from edgewave.agent.config import AgentSettings
+from edgewave.agent.config import LANDED_OFF, AgentSettings
 from edgewave.agent.mqtt_link import MessageHandler, MqttLink
 from edgewave.agent.network_loop import NetworkLoop
 from edgewave.agent.status import encode_status, status_document
@@ -28,9 +29,12 @@ def cloud_link(settings: AgentSettings, loop: NetworkLoop, on_message: MessageHa
     """The connection to the cloud broker: events up, config documents down."""
     s, gw = settings, settings.gateway
     offline = encode_status(status_document(gw, "offline"))
+    subscriptions = [(topics.config_topic(gw), 1)]
+    if s.uplink.landed.mode != LANDED_OFF:
+        subscriptions.append((topics.landed_topic(gw), 1))
     return MqttLink("cloud", s.cloud, s.reconnect, client_id=s.cloud.client_id or f"edgewave-{gw}-cloud",
                     persistent=True, will=Will(topics.status_topic(gw), offline, qos=1, retain=True),
-                    subscriptions=[(topics.config_topic(gw), 1)], on_message=on_message,
+                    subscriptions=subscriptions, on_message=on_message,
                     on_connected=on_connected, max_inflight=s.outbox.max_inflight, loop=loop)
 
 

@@ -144,9 +144,10 @@ class MqttLink:
         self.connected.clear()
         log.info("mqtt link=%s event=stopped", self.name)
 
-    def publish(self, topic: str, payload: bytes, qos: int = 1, retain: bool = False) -> mqtt.MQTTMessageInfo:
+    def publish(self, topic: str, payload: bytes, qos: int = 1, retain: bool = False,
+                properties: Properties | None = None) -> mqtt.MQTTMessageInfo:
         """Publish (on the loop thread, waiting for it when called from another one)."""
-        return self.loop.call(partial(self._publish_here, topic, payload, qos, retain))
+        return self.loop.call(partial(self._publish_here, topic, payload, qos, retain, properties))
 
     def publish_soon(self, topic: str, payload: bytes, qos: int = 1, retain: bool = False) -> None:
         """Publish without waiting: for threads that hold a lock the loop thread may need."""
@@ -163,12 +164,13 @@ class MqttLink:
     def wait_connected(self, timeout: float) -> bool:
         return self.connected.wait(timeout)
 
-    def _publish_here(self, topic: str, payload: bytes, qos: int, retain: bool) -> mqtt.MQTTMessageInfo:
+    def _publish_here(self, topic: str, payload: bytes, qos: int, retain: bool,
+                      properties: Properties | None = None) -> mqtt.MQTTMessageInfo:
         if self._attempting:
             # paho is being reconnected on the connect thread; the caller's data stays where
             # it came from (outbox, next status) and is published after the reconnect.
             raise ConnectionError(f"mqtt link {self.name} is reconnecting")
-        return self.client.publish(topic, payload, qos=qos, retain=retain)
+        return self.client.publish(topic, payload, qos=qos, retain=retain, properties=properties)
 
     # -- called by the loop (its thread) ---------------------------------------------------
     def due(self, now: float) -> float | None:

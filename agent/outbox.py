@@ -1,9 +1,11 @@
 """Store-and-forward: every uplink event is on disk before it is published.
 
 An SQLite file (WAL) holds the events in the order they were made. A row is deleted
-only when the cloud broker acknowledged it (PUBACK), never when it was merely handed
-to the socket, and nothing wipes the table on reconnect: both are how other gateways
-lost data (AWS Greengrass spooler and ThingsBoard gateway storage issues). The outbox
+only when ingest said it landed the event (shared/landed_acks.py; with a cloud that does
+not acknowledge, when the cloud broker did: PUBACK), never when it was merely handed to
+the socket, and nothing wipes the table on reconnect: both are how other gateways
+lost data (AWS Greengrass spooler and ThingsBoard gateway storage issues). Rows sent and
+not yet landed count towards the bounds like any other. The outbox
 is bounded by bytes and by age; when full, ``drop_oldest`` or ``refuse_newest``
 applies, and every drop is counted (kept in the file, so a restart does not hide it)
 and logged.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import sqlite3
 import threading
 import time
@@ -105,6 +108,10 @@ class Outbox:
                          "size INTEGER NOT NULL, payload BLOB NOT NULL)")
             sqlite_utils.Database(conn)["counters"].create({"name": str, "value": int}, pk="name",
                                                           if_not_exists=True)
+            # A random id per file: the keys of uplink messages name it, so an acknowledgement
+            # meant for a file since moved aside cannot delete the new file's rows.
+            conn.execute("INSERT OR IGNORE INTO counters (name, value) VALUES ('outbox_id', ?)",
+                         (secrets.randbits(48) + 1,))
             conn.execute("SELECT count(*), coalesce(sum(size), 0) FROM events").fetchone()
 
         conn, moved = open_checked(self.path, prepare, "outbox", synchronous=self.synchronous, page_size=PAGE_SIZE)
@@ -118,6 +125,7 @@ class Outbox:
         totals = conn.execute("SELECT count(*), coalesce(sum(size), 0) FROM events").fetchone()
         self._depth, self._bytes = int(totals[0]), int(totals[1])
         self._counters = {row[0]: row[1] for row in conn.execute("SELECT name, value FROM counters")}
+        self.outbox_id = int(self._counters["outbox_id"])
         if self._depth:
             log.info("outbox event=opened path=%s pending=%d bytes=%d", self.path, self._depth, self._bytes)
 
@@ -327,6 +335,49 @@ class Outbox:
             self._depth -= gone
             self._bytes -= freed
             return gone
+
+    def delete_ranges(self, ranges: Sequence[tuple[int, int]]) -> int:
+        """Remove the rows of each inclusive seq range (the rows of landed messages) in one
+        transaction; rows already gone are ignored. Returns how many went."""
+        if not ranges:
+            return 0
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN")
+                sizes = [size for low, high in ranges for (size,) in self._conn.execute(
+                    "DELETE FROM events WHERE seq BETWEEN ? AND ? RETURNING size", (low, high))]
+                self._conn.execute("COMMIT")
+                self.checkpoints.committed(self._conn)
+            except sqlite3.Error as exc:
+                if self._conn.in_transaction:
+                    try:
+                        self._conn.execute("ROLLBACK")
+                    except sqlite3.Error:
+                        pass
+                if isinstance(exc, sqlite3.OperationalError):
+                    raise       # e.g. disk full: the rows stay, and are sent again
+                self._recover(exc)
+                return 0
+            self._depth -= len(sizes)
+            self._bytes -= sum(sizes)
+            return len(sizes)
+
+    def holds_between(self, low: int, high: int) -> bool:
+        """Whether any row with a seq in ``low``..``high`` is still here."""
+        with self._lock:
+            return self._conn.execute("SELECT 1 FROM events WHERE seq BETWEEN ? AND ? LIMIT 1",
+                                      (low, high)).fetchone() is not None
+
+    def flag(self, name: str) -> bool:
+        """A fact about the uplink kept in the file (e.g. that the cloud acknowledges landed events)."""
+        with self._lock:
+            return bool(self._counters.get(name))
+
+    def set_flag(self, name: str) -> None:
+        with self._lock:
+            if not self._counters.get(name):
+                self._conn.execute("INSERT OR REPLACE INTO counters (name, value) VALUES (?, 1)", (name,))
+                self._counters[name] = 1
 
     def stats(self, now_ms: int | None = None) -> OutboxStats:
         now_ms = _now_ms() if now_ms is None else now_ms

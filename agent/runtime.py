@@ -19,7 +19,8 @@ config_apply.py, the status through status.py. Threads and who owns what:
   one. It holds the engine lock, which the network thread may wait for, so it publishes
   only with ``publish_soon``. It also lets windows expire while the gateway is idle
   (and deletes the window journal's expired rows then);
-- the *uplink thread* times PUBACK deletes and the backlog (uplink.py); the *status
+- the *uplink thread* times the handling of PUBACKs and landed acknowledgements, re-sends
+  and the backlog (uplink.py); the *status
   thread* publishes the status and retries the events the disk refused; the outbox's
   *checkpoint thread* copies its WAL into the file (outbox_checkpoint.py).
 
@@ -65,6 +66,7 @@ class Agent:
     def __init__(self, settings: AgentSettings) -> None:
         self.settings = settings
         self.gateway = settings.gateway
+        self._landed_topic = topics.landed_topic(settings.gateway)
         self.counters = Counters()
         self.pipeline = Pipeline(settings, self.counters)
         self.writer = OutboxWriter(settings, self.counters)
@@ -94,7 +96,8 @@ class Agent:
         self.cloud = cloud_link(s, network, self._on_cloud_message, self._on_cloud_connected)
         self.uplink = Uplink(self.outbox, self.cloud, topics.events_topic(gw),
                              max_inflight=s.outbox.max_inflight, max_rate_per_s=s.outbox.max_rate_per_s,
-                             resend_after_s=s.outbox.resend_after_s, batch=s.uplink.batch)
+                             resend_after_s=s.outbox.resend_after_s, batch=s.uplink.batch,
+                             landed=s.uplink.landed)
         self.cloud.on_published = self.uplink.on_published
         self.configs.cloud = self.reporter.cloud = self.cloud
         self.reporter.uplink = self.uplink
@@ -162,10 +165,12 @@ class Agent:
             self._errors.count(_SENSOR, exc)
 
     def _on_cloud_message(self, topic: str, payload: bytes, retained: bool, ack: Ack | None) -> None:
-        """Network thread: queue a config document for the engine thread (nothing escapes
-        into paho, see ``_on_sensor_message``)."""
+        """Network thread: hand ingest's landed acknowledgements to the uplink, queue a config
+        document for the engine thread (nothing escapes into paho, see ``_on_sensor_message``)."""
         try:
-            if topic == topics.config_topic(self.gateway) and payload:
+            if topic == self._landed_topic and self.uplink is not None:
+                self.uplink.on_landed(payload)
+            elif topic == topics.config_topic(self.gateway) and payload:
                 self._enqueue((_CONFIG, payload))
         except Exception as exc:
             self._errors.count(_CONFIG, exc)
@@ -270,7 +275,7 @@ class Agent:
 
     # -- shutdown --------------------------------------------------------------------------
     def stop(self) -> None:
-        """Graceful: stop intake, drain the engine queue, wait for PUBACKs, say offline, disconnect.
+        """Graceful: stop intake, drain the engine queue, wait for the events to land, say offline, disconnect.
 
         With a clean local session, what arrived after this point would be lost: the
         subscription stops first. With a persistent one, the queued messages are handled and

@@ -193,6 +193,9 @@ class StatusReporter:
             counters["forwarded"] = self.uplink.forwarded
             counters["bytes_forwarded"] = self.uplink.bytes_forwarded
             counters["inflight"] = self.uplink.inflight
+            counters["landed"] = self.uplink.landed.landed
+            counters["resent"] = self.uplink.landed.resends
+            counters["bad_landed_acks"] = self.uplink.bad_landed_acks
         outbox = None
         writer = self.writer
         if writer.outbox is not None:
@@ -204,11 +207,22 @@ class StatusReporter:
                       # left unacknowledged meanwhile (see outbox_writer.py)
                       "unwritten": writer.unwritten, "unwrittenBytes": writer.unwritten_bytes,
                       "acksHeld": writer.acks_held}
+            if self.uplink is not None:
+                # sent (the broker's PUBACK came) and not yet landed by ingest; how the uplink
+                # deletes: end_to_end, puback (mode off) or older_cloud (auto fell back)
+                landed = self.uplink.landed
+                age = landed.oldest_age_s()
+                outbox.update({"unlanded": landed.events,
+                               "oldestUnlandedAgeMs": None if age is None else int(age * 1000),
+                               "landedAcks": landed.state()})
             counters["dropped"] = (ob.dropped + counters.get("queue_full", 0)
                                    + counters.get("outbox_unwritten_dropped", 0))
         configs = self.configs
         doc = status_document(self.gateway, state, config_version=configs.version if configs else None,
                               counters=counters, outbox=outbox, started_ms=self.started_ms, pid=os.getpid())
+        if self.uplink is not None and self.uplink.landed.state() == "older_cloud":
+            doc["warnings"] = ["the cloud does not acknowledge landed events (an older cloud?): events leave "
+                               "the outbox on the cloud broker's PUBACK, and a broker crash can lose them"]
         key = configs.key_status() if configs else None
         if key is not None:
             doc["configKey"] = key

@@ -1,4 +1,4 @@
-"""Uplink: drains the outbox to the cloud broker, in order, paced, deleting only on PUBACK.
+"""Uplink: drains the outbox to the cloud broker, in order, paced, deleting once landed.
 
 Events are published oldest first with QoS 1 while the cloud link is up, at most
 ``max_inflight`` unacknowledged and at most ``max_rate_per_s`` a second (so the replay
@@ -16,15 +16,22 @@ one thread that runs both brokers' sockets (network_loop.py):
   the acknowledged rows.
 
 paho reports each PUBACK on the network thread; ``on_published`` only queues the message
-id, and ``_service`` maps the ids of a batch back to outbox rows and deletes them in one
-statement (a delete per PUBACK would cost the fast path an SQLite commit each). ``_lock``
-is held by whoever publishes; ``notify`` does not wait for it, so a publish never
-starts inside another.
+id, and ``_service`` maps the ids of a batch back to outbox rows (a delete per PUBACK would
+cost the fast path an SQLite commit each). ``_lock`` is held by whoever publishes;
+``notify`` does not wait for it, so a publish never starts inside another.
 
-After a reconnect, paho itself re-sends what was in flight (same ids, DUP flag); new
-events wait until those are acknowledged, so the cloud sees them in their original
-order. Events still unacknowledged ``resend_after_s`` after a reconnect are published
-again from the outbox; the stable event id lets the cloud drop the duplicate.
+End to end (``uplink.landed``, shared/landed_acks.py): a PUBACK only moves a message to
+*sent* (uplink_landed.py); its rows are deleted when ingest's acknowledgement on
+``ew/<gw>/events/landed`` names the message's key (its Correlation Data), which
+``on_landed`` queues behind the PUBACKs. A sent message not landed in time, and every sent
+one after a reconnect, is published again: the uplink goes back to the oldest unlanded row
+and sends on from there (the cloud drops duplicates by event id). With a cloud that does
+not acknowledge (mode ``off``, or ``auto`` falling back), a PUBACK deletes, as below.
+
+Deleting on PUBACK: after a reconnect, paho itself re-sends what was in flight (same ids,
+DUP flag); new events wait until those are acknowledged, so the cloud sees them in their
+original order. Events still unacknowledged ``resend_after_s`` after a reconnect are
+published again from the outbox; the stable event id lets the cloud drop the duplicate.
 
 A PUBACK with a failure reason (MQTT 5, e.g. "not authorized") means the broker did not
 take the event: it stays in the outbox and is retried after ``resend_after_s``, one event
@@ -48,9 +55,16 @@ import time
 from collections.abc import Sequence
 from typing import Any, Callable, Protocol
 
-from edgewave.agent.config import UplinkBatchSettings
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+
+from edgewave.agent.config import UplinkBatchSettings, UplinkLandedSettings
 from edgewave.agent.outbox import Outbox
 from edgewave.agent.uplink_batch import Batcher
+from edgewave.agent.uplink_landed import LandedAcks
+from edgewave.shared.bounded_json import PayloadError
+from edgewave.shared.landed_acks import decode_landed
+from edgewave.shared.log_limit import LogLimiter
 
 log = logging.getLogger("edgewave.agent.uplink")
 
@@ -58,7 +72,8 @@ log = logging.getLogger("edgewave.agent.uplink")
 class Publisher(Protocol):
     connected: threading.Event
 
-    def publish(self, topic: str, payload: bytes, qos: int = 1, retain: bool = False): ...  # noqa: ANN201
+    def publish(self, topic: str, payload: bytes, qos: int = 1, retain: bool = False,  # noqa: ANN201
+                properties: Properties | None = None): ...
 
     def on_loop_thread(self) -> bool: ...
 
@@ -72,8 +87,9 @@ class Uplink:
 
     def __init__(self, outbox: Outbox, link: Publisher, topic: str, *, max_inflight: int,
                  max_rate_per_s: float, resend_after_s: float = 10.0,
-                 batch: UplinkBatchSettings | None = None) -> None:
-        """``batch``: several events a message; None publishes one JSON event a message."""
+                 batch: UplinkBatchSettings | None = None, landed: UplinkLandedSettings | None = None) -> None:
+        """``batch``: several events a message; None publishes one JSON event a message.
+        ``landed``: the end-to-end acknowledgement's settings (None: the defaults)."""
         self.outbox = outbox
         self.link = link
         self.topic = topic
@@ -83,6 +99,10 @@ class Uplink:
         self.forwarded = 0
         self.bytes_forwarded = 0
         self.broker_rejected = 0
+        self.landed = LandedAcks(landed or UplinkLandedSettings(), outbox)
+        self.bad_landed_acks = 0
+        self._bad_ack_log = LogLimiter(period_s=60.0)
+        self._undeleted_ranges: list[tuple[int, int]] = []   # landed, delete failed: retry
         self._inflight: dict[int, list[int]] = {}    # mid -> the outbox seqs it carries
         self._sizes: dict[int, int] = {}             # mid -> payload bytes
         self._inflight_events = 0
@@ -90,7 +110,8 @@ class Uplink:
         self._flushing = False                       # shutting down: nothing waits
         self._last_seq = 0                           # highest seq handed to paho
         self._generation = outbox.generation
-        self._acks: queue.SimpleQueue[tuple[int, int]] = queue.SimpleQueue()
+        # PUBACKs (mid, reason code) and landed acknowledgements (None, keys), in arrival order
+        self._acks: queue.SimpleQueue[tuple[int | None, Any]] = queue.SimpleQueue()
         self._wake = threading.Event()
         self._lock = threading.Lock()                # whoever publishes holds it
         self._stop = threading.Event()
@@ -138,14 +159,34 @@ class Uplink:
         if reason_code >= 0x80 or len(self._inflight) * 2 >= self.max_inflight:
             self._wake.set()
 
+    def on_landed(self, payload: bytes) -> None:
+        """An acknowledgement from ingest (network thread): queued behind the PUBACKs before it.
+        One that cannot be read is counted and logged; its events are sent again in time."""
+        try:
+            keys = decode_landed(payload)
+        except PayloadError as exc:
+            self.bad_landed_acks += 1
+            if self._bad_ack_log.allow("bad"):
+                log.warning("uplink event=bad_landed_ack error=%r bad_total=%d suppressed_since_last=%d",
+                            str(exc)[:200], self.bad_landed_acks, self._bad_ack_log.take_suppressed("bad"))
+            return
+        self._acks.put((None, keys))
+        if self.landed.room(self._inflight_events) * 4 < self.landed.settings.max_unlanded:
+            self._wake.set()          # little room left: make it at once
+
     def on_connected(self, session_present: bool) -> None:
         self._reconnected_at = time.monotonic()
         self._wake.set()
 
     @property
     def inflight(self) -> int:
-        """Events published and not yet acknowledged."""
+        """Events published and not yet acknowledged by the broker."""
         return self._inflight_events
+
+    @property
+    def waiting(self) -> bool:
+        """Events published and not yet landed (or, deleting on PUBACK, acknowledged)."""
+        return bool(self._inflight) or self.landed.events > 0
 
     # -- the thread ------------------------------------------------------------------------
     def start(self) -> None:
@@ -176,7 +217,7 @@ class Uplink:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            in_flight = bool(self._inflight)
+            in_flight = self.waiting
             timeout = min(self._next_wait, self.ACK_BATCH_S) if in_flight else self._next_wait
             self._sleep_until = time.monotonic() + timeout
             self._wake.wait(timeout=timeout)
@@ -193,14 +234,24 @@ class Uplink:
         self.link.call(self._final_acks)
 
     def _service(self) -> None:
-        # New events first (latency), then the PUBACKs (deletes), then whatever the freed
-        # in-flight room allows.
+        # New events first (latency), then the PUBACKs and landed acknowledgements (deletes),
+        # then what is overdue, then whatever the freed room allows.
         with self._lock:
             if self.link.connected.is_set():
                 self._publish_some()
             self._process_acks()
+            if self.landed.events:
+                self._check_unlanded()
             if self.link.connected.is_set():
                 self._publish_some()
+
+    def _check_unlanded(self) -> None:
+        now = time.monotonic()
+        ranges = self.landed.gives_up(now)
+        if ranges:
+            self._delete_ranges(ranges)
+        elif self.link.connected.is_set() and self.landed.overdue(now):
+            self._send_again("not landed within %.0fs" % self.landed.wait_s)
 
     def _final_acks(self) -> None:
         with self._lock:
@@ -208,11 +259,17 @@ class Uplink:
 
     def _process_acks(self) -> None:
         done: list[int] = []
+        landed: list[tuple[int, int]] = []
+        end_to_end = self.landed.end_to_end
+        now = time.monotonic()
         while True:
             try:
                 mid, reason = self._acks.get_nowait()
             except queue.Empty:
                 break
+            if mid is None:
+                landed += self.landed.landed_ranges(reason)
+                continue
             seqs = self._inflight.pop(mid, None)
             size = self._sizes.pop(mid, 0)
             if seqs is None:
@@ -228,9 +285,14 @@ class Uplink:
                 self._probing = True
                 continue
             self._probing = False
-            done.extend(seqs)
+            if end_to_end:
+                self.landed.sent(self.landed.key(seqs[0], seqs[-1]), seqs[0], seqs[-1], len(seqs), now)
+            else:
+                done.extend(seqs)
             self.forwarded += len(seqs)
             self.bytes_forwarded += size
+        if landed or self._undeleted_ranges:
+            self._delete_ranges(landed)
         if done or self._undeleted:
             # A failed delete (disk full) is retried with the next acks; the rows must not
             # linger acknowledged-but-present, or a restart would send them again.
@@ -241,6 +303,16 @@ class Uplink:
             except Exception:
                 self._undeleted = batch
                 raise
+
+    def _delete_ranges(self, ranges: list[tuple[int, int]]) -> None:
+        """Delete landed rows; a failed delete (disk full) is retried with the next ones."""
+        batch = self._undeleted_ranges + ranges
+        try:
+            self.outbox.delete_ranges(batch)
+            self._undeleted_ranges = []
+        except Exception:
+            self._undeleted_ranges = batch
+            raise
 
     def _take_token(self) -> bool:
         now = time.monotonic()
@@ -269,7 +341,10 @@ class Uplink:
             self._last_seq = 0
             self._batcher.clear()
         if self._reconnected_at is not None:
-            if self._inflight:
+            if self.landed.end_to_end and self.waiting:
+                # The broker may have lost what it took (a restart, a crash): all of it again.
+                self._send_again("reconnected")
+            elif self._inflight:
                 if time.monotonic() - self._reconnected_at < self.resend_after_s:
                     self._wake_later(0.05)
                     return
@@ -281,7 +356,7 @@ class Uplink:
         # After a refusal, one event at a time until the broker takes one again: the
         # retried event must not be overtaken by the ones behind it.
         room = (1 if self._probing else self.max_inflight) - len(self._inflight)
-        if room <= 0:
+        if room <= 0 or self.landed.room(self._inflight_events) <= 0:
             return
         batcher = self._batcher
         tail = batcher.tail or self._last_seq
@@ -314,7 +389,8 @@ class Uplink:
             taken = batcher.take(count)
             try:
                 payload, sent = batcher.encode(taken)
-                info = self.link.publish(self.topic, payload, qos=1)
+                info = self.link.publish(self.topic, payload, qos=1,
+                                         properties=self._keyed(taken[0].seq, taken[sent - 1].seq))
             except BaseException:
                 batcher.put_back(taken)
                 raise
@@ -328,6 +404,28 @@ class Uplink:
             room -= 1
         if room == 0 or read_all:
             self._wake.set()   # more may be waiting once acks arrive; look again soon
+
+    def _keyed(self, first: int, last: int) -> Properties | None:
+        """The message's key in its Correlation Data: what ingest's acknowledgement names."""
+        if self.landed.mode == "off":
+            return None
+        props = Properties(PacketTypes.PUBLISH)
+        props.CorrelationData = self.landed.key(first, last)
+        return props
+
+    def _send_again(self, why: str) -> None:
+        """Publish everything not yet landed again, from the oldest such row on."""
+        starts = [seqs[0] for seqs in self._inflight.values()]
+        unlanded = self.landed.events
+        low = self.landed.resending()
+        if low is not None:
+            starts.append(low)
+        log.warning("uplink event=resend reason=%r unlanded_events=%d inflight_events=%d from_seq=%s",
+                    why, unlanded, self._inflight_events, min(starts) if starts else None)
+        self._forget_inflight()
+        self._batcher.clear()
+        if starts:
+            self._last_seq = min(starts) - 1
 
     def _resend_unacknowledged(self) -> None:
         stale = sorted(seq for seqs in self._inflight.values() for seq in seqs)

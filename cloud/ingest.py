@@ -11,6 +11,13 @@ Messages are committed in groups (up to ``commit_max_messages`` or every
 ``commit_interval_ms``), so one fsync covers many events. paho's network
 thread only queues messages; the main thread writes, syncs and acks.
 
+After each group commit ingest tells every gateway which of its messages it now
+holds (shared/landed_acks.py): the keys the agent put in their Correlation Data,
+landed or quarantined, in one message per gateway on ``ew/<gw>/events/landed``.
+Only then does the agent delete the events from its outbox; a broker that loses
+messages (restart with a shared subscription, crash before its autosave) costs
+a re-send, not an event.
+
 An events message holds one JSON-LD event, or a batch of them (``shared/uplink_batch.py``,
 told apart by its first byte): a batch lands the same events, each checked as a single
 one is; an event of a batch that fails its checks is quarantined alone.
@@ -51,6 +58,7 @@ from paho.mqtt.properties import Properties
 from edgewave.shared import topics
 from edgewave.shared.broker import ReconnectSettings
 from edgewave.shared.events import EventError, decode_event, encode_event
+from edgewave.shared.landed_acks import echoable, encode_landed
 from edgewave.shared.log_limit import LogLimiter
 from edgewave.shared.mqtt_client import new_client
 from edgewave.shared.uplink_batch import check_event, decode_batch, is_batch
@@ -85,6 +93,7 @@ class Received:
     size: int
     sha256: str
     oversized: bool = False
+    key: str | None = None     # the agent's key (Correlation Data), echoed once the message is landed
 
 
 # paho reconnects ingest by itself (loop_start): after a second, doubling up to half a minute.
@@ -117,7 +126,7 @@ class Ingest:
         self.feed = LiveFeedWriter(settings.live_feed_path, settings.live_feed.max_rows)
         self._landed: list[dict[str, Any]] = []     # this group's events, for the live feed
         self.counters = {"events": 0, "batches": 0, "status": 0, "acks": 0, "rejected": 0, "commits": 0,
-                         "feed_errors": 0}
+                         "feed_errors": 0, "landed_acks": 0}
         self._reject_log = LogLimiter(period_s=60.0)
         self._failpoint = _payload_failpoint()
         self.client = new_client(settings.broker, self.client_id, manual_ack=True, reconnect=RECONNECT)
@@ -153,9 +162,11 @@ class Ingest:
     def _on_message(self, client: mqtt.Client, userdata: Any, msg: mqtt.MQTTMessage) -> None:
         payload = msg.payload
         oversized = len(payload) > self._size_limit(payload)
+        props = getattr(msg, "properties", None)
         received = Received(msg.topic, payload[:self.settings.ingest.rejected_keep_bytes] if oversized else payload,
                             msg.qos, msg.mid, bool(msg.retain), int(time.time() * 1000), len(payload),
-                            hashlib.sha256(payload).hexdigest(), oversized)
+                            hashlib.sha256(payload).hexdigest(), oversized,
+                            echoable(getattr(props, "CorrelationData", None)))
         self.inbox.put(received)
 
     # -- main thread: write, sync, ack -----------------------------------------------------
@@ -251,9 +262,24 @@ class Ingest:
         for msg in batch:
             if msg.qos > 0:
                 self.client.ack(msg.mid, msg.qos)
+        self._acknowledge_landed(events)
         self._feed_landed()
         self.counters["commits"] += 1
         log.debug("ingest commit messages=%d", len(batch))
+
+    def _acknowledge_landed(self, events: list[Received]) -> None:
+        """Tell each gateway the keys of its messages of this group (all durable now)."""
+        keys: dict[str, list[str]] = {}
+        for msg in events:
+            if msg.key is not None:
+                try:
+                    keys.setdefault(topics.landed_topic(topics.gateway_from_topic(msg.topic)), []).append(msg.key)
+                except topics.TopicError:
+                    pass
+        for topic, landed in keys.items():
+            for payload in encode_landed(landed):
+                self.client.publish(topic, payload, qos=1)
+                self.counters["landed_acks"] += 1
 
     def _handle(self, conn: Any, msg: Received) -> None:
         """Store one message, or quarantine it: nothing about one message may stop ingest.

@@ -13,7 +13,8 @@ passwords edgewave generates are 256 random bits, which no stretching makes hard
 guess, and the broker runs the hash on every connect.
 
 ACLs: a gateway's user may publish only ``ew/<itself>/events``, ``/status`` (also its
-Last Will) and ``/config/ack``, and read only ``ew/<itself>/config``. Each gateway gets
+Last Will) and ``/config/ack``, and read only ``ew/<itself>/config`` and ingest's
+acknowledgements of its events, ``ew/<itself>/events/landed``. Each gateway gets
 explicit ``user`` lines rather than ``pattern ... %u`` lines, because Mosquitto applies
 pattern lines to every user, the cloud's own included, and because revoking a gateway
 should remove everything that names it. The gateway's local broker, whose users are
@@ -87,13 +88,15 @@ class AclRule:
 def gateway_rules(gateway: str) -> list[AclRule]:
     """What a gateway's user may do on the cloud broker, and nothing more."""
     return [AclRule("write", f"ew/{gateway}/events"), AclRule("write", f"ew/{gateway}/status"),
-            AclRule("write", f"ew/{gateway}/config/ack"), AclRule("read", f"ew/{gateway}/config")]
+            AclRule("write", f"ew/{gateway}/config/ack"), AclRule("read", f"ew/{gateway}/config"),
+            AclRule("read", f"ew/{gateway}/events/landed")]
 
 
-# The cloud's services (ingest, push-config, the dashboard) read what gateways send and
-# publish their config documents (retained).
+# The cloud's services (ingest, push-config, the dashboard) read what gateways send,
+# acknowledge the events ingest landed, and publish their config documents (retained).
 CLOUD_RULES = [AclRule("read", "ew/+/events"), AclRule("read", "ew/+/status"),
-               AclRule("read", "ew/+/config/ack"), AclRule("write", "ew/+/config")]
+               AclRule("read", "ew/+/config/ack"), AclRule("write", "ew/+/config"),
+               AclRule("write", "ew/+/events/landed")]
 
 
 def cloud_acl_text(cloud_users: list[str], gateways: list[str]) -> str:

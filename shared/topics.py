@@ -33,6 +33,15 @@ def status_topic(gateway: str) -> str:
     return f"ew/{_check_segment('gateway', gateway)}/status"
 
 
+def landed_topic(gateway: str) -> str:
+    """Where ingest tells a gateway which of its uplink messages are landed (shared/landed_acks.py).
+
+    Cloud to gateway, QoS 1, not retained; only that gateway may read it (its ACL), only the
+    cloud's users may write it. ``ew/+/events`` does not match it, so ingest never reads its own
+    acknowledgements."""
+    return f"ew/{_check_segment('gateway', gateway)}/events/landed"
+
+
 def config_topic(gateway: str) -> str:
     return f"ew/{_check_segment('gateway', gateway)}/config"
 
@@ -58,9 +67,9 @@ def gateway_from_topic(topic: str) -> str:
 
 
 def topic_kind(topic: str) -> str:
-    """'events', 'status', 'config' or 'config/ack' for a gateway topic."""
+    """'events', 'events/landed', 'status', 'config' or 'config/ack' for a gateway topic."""
     gateway_from_topic(topic)
     kind = topic.split("/", 2)[2]
-    if kind not in ("events", "status", "config", "config/ack"):
+    if kind not in ("events", "events/landed", "status", "config", "config/ack"):
         raise TopicError(f"unknown gateway topic kind in {topic!r}")
     return kind

@@ -23,6 +23,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from edgewave.shared import configdoc, topics
+from edgewave.shared.landed_acks import echoable, encode_landed
 from edgewave.shared.uplink_batch import decode_batch, is_batch
 
 GATEWAY = "gw1"
@@ -171,9 +172,15 @@ class Publisher:
 
 
 class CloudWatcher:
-    """Collects what the agent sends to the cloud broker (persistent session: nothing missed)."""
+    """Collects what the agent sends to the cloud broker (persistent session: nothing missed).
 
-    def __init__(self, broker: Any, gateway: str = GATEWAY, client_id: str = "test-cloud-watcher") -> None:
+    It stands in for ingest, so by default it acknowledges each events message as landed once
+    it holds it (shared/landed_acks.py), as ingest does after its fsync; ``acknowledge=False``
+    is a cloud from before landed acknowledgements."""
+
+    def __init__(self, broker: Any, gateway: str = GATEWAY, client_id: str = "test-cloud-watcher",
+                 *, acknowledge: bool = True) -> None:
+        self.acknowledge = acknowledge
         self.events: list[dict] = []
         self.event_messages: list[tuple[int, int]] = []   # (events, payload bytes) of each message
         self.acks: list[dict] = []
@@ -201,6 +208,10 @@ class CloudWatcher:
             with self.lock:
                 self.events.extend(docs)
                 self.event_messages.append((len(docs), len(msg.payload)))
+            key = echoable(getattr(msg.properties, "CorrelationData", None))
+            if self.acknowledge and key is not None:
+                for landed in encode_landed([key]):
+                    c.publish(topics.landed_topic(self.gateway), landed, qos=1)
             return
         doc = json.loads(msg.payload)
         with self.lock:

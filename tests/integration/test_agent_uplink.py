@@ -1,6 +1,7 @@
-"""Outbox -> cloud broker uplink with a real Mosquitto: PUBACK-driven deletion, order, pacing,
-reconnects; one JSON event a message (batching off), and batches (several events a message,
-each still its own outbox row, deleted on that message's PUBACK)."""
+"""Outbox -> cloud broker uplink with a real Mosquitto: deletion once landed (the watcher
+acknowledges as ingest does), order, pacing, reconnects; one JSON event a message (batching
+off), and batches (several events a message, each still its own outbox row, deleted once that
+message is landed)."""
 from __future__ import annotations
 
 import time
@@ -10,10 +11,11 @@ from typing import Iterator
 import pytest
 from agent_harness import CloudWatcher, wait_for
 
-from edgewave.agent.config import ReconnectSettings, SessionBrokerSettings, UplinkBatchSettings
+from edgewave.agent.config import ReconnectSettings, SessionBrokerSettings, UplinkBatchSettings, UplinkLandedSettings
 from edgewave.agent.mqtt_link import Backoff, MqttLink
 from edgewave.agent.outbox import Outbox
 from edgewave.agent.uplink import Uplink
+from edgewave.shared import topics
 from edgewave.shared.events import encode_event, match_event, significant_event
 
 
@@ -29,14 +31,19 @@ def mixed_event(n: int) -> dict:
 
 
 def make_uplink(tmp_path, broker, **kw):
+    """An uplink wired as the agent wires it (agent/runtime.py, agent/links.py): the link
+    subscribed to ingest's landed acknowledgements, which it hands to the uplink."""
+    landed = kw.get("landed") or UplinkLandedSettings()
     outbox = Outbox(tmp_path / "outbox.db", max_bytes=10_000_000, max_age_s=3600)
     link = MqttLink("cloud", SessionBrokerSettings(host=broker.host, port=broker.port), ReconnectSettings(0.1, 0.5),
-                    client_id="uplink-test", persistent=True, max_inflight=kw.get("max_inflight", 10))
+                    client_id="uplink-test", persistent=True, max_inflight=kw.get("max_inflight", 10),
+                    subscriptions=[(topics.landed_topic("gw1"), 1)])
     uplink = Uplink(outbox, link, "ew/gw1/events", max_inflight=kw.get("max_inflight", 10),
                     max_rate_per_s=kw.get("max_rate_per_s", 1000), resend_after_s=kw.get("resend_after_s", 2),
-                    batch=kw.get("batch"))
+                    batch=kw.get("batch"), landed=landed)
     link.on_published = uplink.on_published
     link.on_connected = uplink.on_connected
+    link.on_message = lambda topic, payload, retained, ack: uplink.on_landed(payload)
     return outbox, link, uplink
 
 
@@ -74,7 +81,7 @@ def numbers(watcher: CloudWatcher) -> list[int]:
     return out
 
 
-def test_events_are_deleted_only_after_puback_and_arrive_in_order(tmp_path, mqtt_broker):
+def test_events_are_deleted_only_once_landed_and_arrive_in_order(tmp_path, mqtt_broker):
     watcher = CloudWatcher(mqtt_broker)
     outbox, link, uplink = make_uplink(tmp_path, mqtt_broker)
     for n in range(50):
@@ -84,7 +91,7 @@ def test_events_are_deleted_only_after_puback_and_arrive_in_order(tmp_path, mqtt
         uplink.start()
         link.start()
         wait_for(lambda: len(watcher.events) == 50, 30, "50 events")
-        wait_for(lambda: outbox.stats().depth == 0, 10, "outbox emptied by PUBACKs")
+        wait_for(lambda: outbox.stats().depth == 0, 10, "outbox emptied by landed acknowledgements")
         assert numbers(watcher) == list(range(50))
         assert uplink.forwarded == 50 and uplink.bytes_forwarded == sum(len(encode_event(event(n))) for n in range(50))
     finally:
@@ -116,7 +123,7 @@ def test_just_stored_events_never_overtake_older_waiting_ones(tmp_path, mqtt_bro
         assert numbers(watcher) == list(range(8))
         assert len(watcher.events) == 8        # none twice
         uplink.start()
-        wait_for(lambda: outbox.stats().depth == 0, 10, "outbox emptied by PUBACKs")
+        wait_for(lambda: outbox.stats().depth == 0, 10, "outbox emptied by landed acknowledgements")
     finally:
         uplink.stop()
         link.stop()
@@ -180,7 +187,7 @@ def test_a_backlog_goes_up_in_batches_in_order_and_is_deleted_on_their_pubacks(t
         store(outbox, n)
     with running(uplink, link, watcher):
         wait_for(lambda: len(watcher.events) >= 250, 30, lambda: f"250 events (got {len(watcher.events)})")
-        wait_for(lambda: outbox.stats().depth == 0, 10, "outbox emptied by PUBACKs")
+        wait_for(lambda: outbox.stats().depth == 0, 10, "outbox emptied by landed acknowledgements")
         assert [number(e) for e in watcher.events] == list(range(250))
         assert [e["id"] for e in watcher.events] == [mixed_event(n)["id"] for n in range(250)]
         sizes = [count for count, _ in watcher.event_messages]
