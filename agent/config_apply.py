@@ -48,6 +48,7 @@ class ConfigApplier:
         self.applied: CompiledConfig | None = None
         self.store: ConfigStore | None = None   # set once the file is open
         self.cloud: MqttLink | None = None      # where acks go, from start-up on
+        self._last_ack: bytes | None = None     # sent again after a reconnect
         self._keys: Keyring | None = None       # config-signing keys, on first use
         # One log line per rejection kind a minute: a stream of bad documents must not
         # become a stream of log lines.
@@ -172,8 +173,17 @@ class ConfigApplier:
         payload = ack_payload(self.gateway, verdict, self.version)
         if self._keys is not None:      # which key this gateway now holds (key rotation)
             payload = json.dumps({**json.loads(payload), "keyId": self._keys.active_id}).encode()
+        self._last_ack = payload
         # publish_soon: this runs under the engine lock, which the network thread may wait for
         self.cloud.publish_soon(topics.config_ack_topic(self.gateway), payload, qos=1)
+
+    def resend_ack(self) -> None:
+        """After every reconnect to the cloud broker: the last acknowledgement again. One the
+        broker had taken (PUBACK) and lost in a crash or restart would otherwise leave the push
+        pending at the cloud; a repeated one changes nothing there (cloud/registry.py)."""
+        payload = self._last_ack
+        if payload is not None and self.cloud is not None:
+            self.cloud.publish_soon(topics.config_ack_topic(self.gateway), payload, qos=1)
 
     def _keyring(self) -> Keyring:
         """The keys config documents verify with, read from their files on first use."""

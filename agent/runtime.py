@@ -178,6 +178,7 @@ class Agent:
     def _on_cloud_connected(self, session_present: bool) -> None:
         assert self.uplink is not None
         self.uplink.on_connected(session_present)
+        self.configs.resend_ack()
         self.reporter.request()
 
     def request_reload(self) -> None:

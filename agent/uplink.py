@@ -375,8 +375,11 @@ class Uplink:
             read_all = len(rows) == want
         now = time.monotonic()
         while room > 0:
-            count = batcher.ready(now, flush=self._flushing or self._stop.is_set(),
-                                  limit=1 if self._probing else None)
+            unlanded_room = self.landed.room(self._inflight_events)     # events, not messages
+            if unlanded_room <= 0:
+                break
+            limit = 1 if self._probing else (unlanded_room if unlanded_room < batcher.max_events else None)
+            count = batcher.ready(now, flush=self._flushing or self._stop.is_set(), limit=limit)
             if not count:
                 if len(batcher):
                     self._wake_later(batcher.wait_s(now))     # they wait for company

@@ -129,6 +129,7 @@ class Ingest:
                          "feed_errors": 0, "landed_acks": 0}
         self._reject_log = LogLimiter(period_s=60.0)
         self._failpoint = _payload_failpoint()
+        self._landed_failpoint = _commit_failpoint()
         self.client = new_client(settings.broker, self.client_id, manual_ack=True, reconnect=RECONNECT)
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
@@ -262,6 +263,10 @@ class Ingest:
         for msg in batch:
             if msg.qos > 0:
                 self.client.ack(msg.mid, msg.qos)
+        if self._landed_failpoint is not None and any(e.get("kind") == "match" for e in self._landed):
+            self._landed_failpoint -= 1
+            if self._landed_failpoint == 0:
+                _die("before_landed_ack")
         self._acknowledge_landed(events)
         self._feed_landed()
         self.counters["commits"] += 1
@@ -413,6 +418,13 @@ def _payload_failpoint() -> bytes | None:
     spec = os.environ.get("EDGEWAVE_CLOUD_FAILPOINT", "")
     name, _, text = spec.partition(":")
     return text.encode() if name == "ingest_payload" and text else None
+
+
+def _commit_failpoint() -> int | None:
+    """EDGEWAVE_CLOUD_FAILPOINT=before_landed_ack:<n> kills ingest (SIGKILL) after its n-th group
+    commit that landed a match, once it is fsynced and before any gateway is told it landed."""
+    name, _, count = os.environ.get("EDGEWAVE_CLOUD_FAILPOINT", "").partition(":")
+    return int(count) if name == "before_landed_ack" and count.isdigit() and int(count) > 0 else None
 
 
 def _die(name: str) -> None:

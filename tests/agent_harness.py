@@ -183,6 +183,7 @@ class CloudWatcher:
         self.acknowledge = acknowledge
         self.events: list[dict] = []
         self.event_messages: list[tuple[int, int]] = []   # (events, payload bytes) of each message
+        self.keys: list[str] = []                          # each message's key (Correlation Data)
         self.acks: list[dict] = []
         self.statuses: list[dict] = []
         self.lock = threading.Lock()
@@ -209,9 +210,11 @@ class CloudWatcher:
                 self.events.extend(docs)
                 self.event_messages.append((len(docs), len(msg.payload)))
             key = echoable(getattr(msg.properties, "CorrelationData", None))
-            if self.acknowledge and key is not None:
-                for landed in encode_landed([key]):
-                    c.publish(topics.landed_topic(self.gateway), landed, qos=1)
+            if key is not None:
+                with self.lock:
+                    self.keys.append(key)
+                if self.acknowledge:
+                    self.land([key])
             return
         doc = json.loads(msg.payload)
         with self.lock:
@@ -219,6 +222,11 @@ class CloudWatcher:
                 self.acks.append(doc)
             else:
                 self.statuses.append(doc)
+
+    def land(self, keys: list[str]) -> None:
+        """Acknowledge the messages of ``keys`` as landed, as ingest does."""
+        for landed in encode_landed(keys):
+            self.client.publish(topics.landed_topic(self.gateway), landed, qos=1)
 
     def matches(self, pattern: str | None = None) -> list[dict]:
         with self.lock:

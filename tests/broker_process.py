@@ -35,7 +35,10 @@ class MosquittoBroker:
     """One mosquitto process with persistence in ``workdir``."""
 
     def __init__(self, workdir: Path, *, port: int | None = None,
-                 username: str | None = None, password: str | None = None) -> None:
+                 username: str | None = None, password: str | None = None, autosave_interval_s: int = 1) -> None:
+        """``autosave_interval_s``: how often mosquitto saves its state (what a SIGKILL does not lose);
+        shared/mosquitto_files.py gives the cloud broker 5."""
+        self.autosave_interval_s = autosave_interval_s
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.host = "127.0.0.1"
@@ -54,7 +57,7 @@ class MosquittoBroker:
             f"listener {self.port} {self.host}",
             "persistence true",
             f"persistence_location {persistence}/",
-            "autosave_interval 1",
+            f"autosave_interval {self.autosave_interval_s}",
             f"log_dest file {self.log_path}",
             "log_type error",
             "log_type warning",

@@ -234,3 +234,114 @@ def test_backoff_grows_exponentially_with_jitter():
     assert len(set(round(d, 6) for d in delays)) == 10           # jittered, not a fixed ladder
     backoff.reset()
     assert backoff.next_delay() == 0.5
+
+
+# -- end to end: an event leaves the outbox once ingest has landed it ----------------------------
+
+def test_a_pubacked_event_stays_in_the_outbox_until_ingest_says_it_landed(tmp_path, mqtt_broker):
+    watcher = CloudWatcher(mqtt_broker, acknowledge=False)
+    outbox, link, uplink = make_uplink(tmp_path, mqtt_broker, batch=UplinkBatchSettings(max_events=4, linger_ms=0),
+                                       landed=UplinkLandedSettings(mode="required", resend_after_s=60))
+    for n in range(20):
+        store(outbox, n)
+    with running(uplink, link, watcher):
+        wait_for(lambda: len(watcher.events) == 20, 20, "20 events at the cloud")
+        wait_for(lambda: uplink.inflight == 0, 5, "every PUBACK in")
+        time.sleep(0.5)
+        assert outbox.stats().depth == 20 and uplink.landed.events == 20     # sent, not landed
+        assert uplink.landed.state() == "end_to_end" and uplink.landed.oldest_age_s() >= 0.5
+        with watcher.lock:
+            keys = list(watcher.keys)
+        assert len(keys) == 5                                                # four events a message
+        watcher.land(keys[:2])
+        wait_for(lambda: outbox.stats().depth == 12, 5, "the two landed messages' eight events deleted")
+        watcher.land(keys[2:] + ["0:1-999", "not a key"])    # another outbox's key, and junk: ignored
+        wait_for(lambda: outbox.stats().depth == 0, 5, "the rest deleted")
+        assert uplink.landed.events == 0 and uplink.landed.landed == 20 and len(watcher.events) == 20
+
+
+def test_events_not_landed_in_time_are_sent_again_until_they_land(tmp_path, mqtt_broker):
+    """An acknowledgement that never comes (ingest crashed before sending it, a broker that lost
+    the message) costs a re-send after ``resend_after_s``, and the wait doubles while nothing lands."""
+    watcher = CloudWatcher(mqtt_broker, acknowledge=False)
+    outbox, link, uplink = make_uplink(tmp_path, mqtt_broker,
+                                       landed=UplinkLandedSettings(mode="required", resend_after_s=0.5,
+                                                                   max_resend_after_s=1.0))
+    for n in range(10):
+        store(outbox, n, event)
+    with running(uplink, link, watcher):
+        wait_for(lambda: len(watcher.events) >= 30, 20, lambda: f"three copies (got {len(watcher.events)})")
+        assert outbox.stats().depth == 10
+        assert uplink.landed.wait_s == 1.0                   # doubled from 0.5, capped
+        watcher.acknowledge = True                           # ingest is back: the next copy lands
+        wait_for(lambda: outbox.stats().depth == 0, 10, "the outbox emptied once the events landed")
+        assert uplink.landed.wait_s == 0.5
+        assert numbers(watcher) == list(range(10))
+        assert uplink.landed.resends >= 2
+
+
+def test_at_most_max_unlanded_events_wait_at_the_cloud_the_rest_in_the_outbox(tmp_path, mqtt_broker):
+    watcher = CloudWatcher(mqtt_broker, acknowledge=False)
+    outbox, link, uplink = make_uplink(tmp_path, mqtt_broker, max_inflight=5,
+                                       landed=UplinkLandedSettings(mode="required", resend_after_s=60,
+                                                                   max_unlanded=12))
+    for n in range(50):
+        store(outbox, n, event)
+    with running(uplink, link, watcher):
+        wait_for(lambda: len(watcher.events) >= 12, 10, "the first twelve")
+        time.sleep(1.0)
+        assert len(watcher.events) == 12 and uplink.landed.events == 12 and outbox.stats().depth == 50
+        watcher.acknowledge = True
+        with watcher.lock:
+            keys = list(watcher.keys)
+        watcher.land(keys)
+        wait_for(lambda: outbox.stats().depth == 0, 20, "everything, twelve at a time")
+        assert numbers(watcher) == list(range(50)) and len(watcher.events) == 50
+
+
+def test_a_cloud_that_never_acknowledges_gets_delete_on_puback_after_the_wait(tmp_path, mqtt_broker):
+    """A gateway upgraded before its cloud: after ``older_cloud_after_s`` without any acknowledgement
+    the agent deletes on PUBACK as before (its status says so); the cloud's first acknowledgement
+    switches it to end to end for good, kept in the outbox file."""
+    watcher = CloudWatcher(mqtt_broker, acknowledge=False)
+    outbox, link, uplink = make_uplink(tmp_path, mqtt_broker,
+                                       landed=UplinkLandedSettings(mode="auto", older_cloud_after_s=1.5))
+    for n in range(10):
+        store(outbox, n, event)
+    with running(uplink, link, watcher):
+        wait_for(lambda: len(watcher.events) == 10, 10, "ten events")
+        assert outbox.stats().depth == 10 and uplink.landed.state() == "end_to_end"
+        wait_for(lambda: outbox.stats().depth == 0, 10, "the older cloud's fallback: deleted on PUBACK")
+        assert uplink.landed.state() == "older_cloud"
+        for n in range(10, 15):
+            store(outbox, n, event)
+        uplink.notify()
+        wait_for(lambda: len(watcher.events) == 15 and outbox.stats().depth == 0, 10, "deleted on PUBACK at once")
+        watcher.acknowledge = True                             # the cloud is upgraded
+        store(outbox, 15, event)
+        uplink.notify()
+        wait_for(lambda: uplink.landed.state() == "end_to_end", 10, "end to end from the first acknowledgement")
+        wait_for(lambda: outbox.stats().depth == 0, 10, "the last event landed")
+    assert numbers(watcher) == list(range(16))
+    outbox.close()
+    assert Outbox(tmp_path / "outbox.db", max_bytes=10_000_000, max_age_s=3600).flag("cloud_lands")
+
+
+def test_required_never_falls_back_and_off_deletes_on_puback(tmp_path, mqtt_broker):
+    watcher = CloudWatcher(mqtt_broker, acknowledge=False)
+    outbox, link, uplink = make_uplink(tmp_path, mqtt_broker,
+                                       landed=UplinkLandedSettings(mode="required", older_cloud_after_s=1.0,
+                                                                   resend_after_s=60))
+    for n in range(5):
+        store(outbox, n, event)
+    with running(uplink, link, watcher):
+        wait_for(lambda: len(watcher.events) == 5, 10, "five events")
+        time.sleep(2.0)
+        assert outbox.stats().depth == 5 and uplink.landed.state() == "end_to_end"
+    watcher = CloudWatcher(mqtt_broker, client_id="watcher-off", acknowledge=False)
+    outbox, link, uplink = make_uplink(tmp_path / "off", mqtt_broker, landed=UplinkLandedSettings(mode="off"))
+    for n in range(5):
+        store(outbox, n, event)
+    with running(uplink, link, watcher):
+        wait_for(lambda: outbox.stats().depth == 0, 10, "deleted on PUBACK")
+        assert uplink.landed.state() == "puback" and watcher.keys == []      # no key on the wire either

@@ -147,3 +147,61 @@ def test_sigusr1_writes_every_threads_stack_and_the_process_goes_on(tmp_path, mq
         assert ingest.running
     finally:
         assert ingest.stop() == 0, ingest.log()[-2000:]
+
+
+def test_each_gateway_is_told_the_keys_of_what_landed_after_the_fsync_and_of_what_was_quarantined(tmp_path,
+                                                                                              mqtt_broker):
+    """End to end (shared/landed_acks.py): after a group commit, ingest publishes on
+    ew/<gw>/events/landed the keys (Correlation Data) of that gateway's messages it holds now,
+    landed or quarantined, and only to that gateway's topic. A key that is not short printable
+    ASCII is not echoed."""
+    from paho.mqtt.packettypes import PacketTypes
+    from paho.mqtt.properties import Properties
+
+    from edgewave.shared.landed_acks import decode_landed
+
+    config = write_config(tmp_path, mqtt_broker)
+    events = make_workload(unique=6, duplicates=0, out_of_order=0, gateways=1).sequence
+    acks: dict[str, list[str]] = {"gw1": [], "gw2": []}
+    landed_when_acked: list[int] = []
+    listener = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5)
+
+    def on_message(c, u, msg) -> None:  # noqa: ANN001
+        acks[topics.gateway_from_topic(msg.topic)].extend(decode_landed(msg.payload))
+        # what the landing files hold when the acknowledgement arrives (closed or still open)
+        landed_when_acked.append(sum(path.read_bytes().count(b"\n")
+                                     for path in (tmp_path / "landing" / "events").rglob("*") if path.is_file()))
+
+    listener.on_message = on_message
+    listener.connect(mqtt_broker.host, mqtt_broker.port)
+    listener.subscribe([(topics.landed_topic("gw1"), 1), (topics.landed_topic("gw2"), 1)])
+    listener.loop_start()
+    ingest = start_ingest(tmp_path, config)
+    client = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5)
+    client.connect(mqtt_broker.host, mqtt_broker.port)
+    client.loop_start()
+    try:
+        def keyed(topic: str, payload: bytes, key: bytes) -> None:
+            props = Properties(PacketTypes.PUBLISH)
+            props.CorrelationData = key
+            client.publish(topic, payload, qos=1, properties=props).wait_for_publish(timeout=30)
+
+        gw = events[0]["gateway"]
+        for i, event in enumerate(events):
+            keyed(topics.events_topic(gw), encode_event(event), f"abc:{i + 1}-{i + 1}".encode())
+        keyed(topics.events_topic(gw), b"not json", b"abc:7-7")                   # quarantined: landed all the same
+        keyed(topics.events_topic(gw), encode_event(events[0]), b"\x00binary")    # not echoed
+        keyed(topics.events_topic("gw2"), encode_event(events[0]), b"abc:1-1")    # another gateway's: quarantined
+        wait_for(lambda: len(acks[gw]) >= 7 and acks["gw2"], 30, "the acknowledgements", alive=ingest)
+        time.sleep(0.5)
+    finally:
+        client.disconnect()
+        client.loop_stop()
+        assert ingest.stop() == 0
+        listener.disconnect()
+        listener.loop_stop()
+    assert gw == "gw1"
+    assert sorted(acks["gw1"]) == sorted(f"abc:{i}-{i}" for i in range(1, 8))   # each once, no binary key
+    assert acks["gw2"] == ["abc:1-1"]
+    assert landed_when_acked and landed_when_acked[0] >= 1      # the event was in the landing files first
+    assert "landed_acks=" in ingest.log()

@@ -1,0 +1,309 @@
+"""The whole uplink path on real brokers, with faults injected while the demo's fires burn.
+
+The demo scenario (configs/scenarios/demo.yaml, gw1's messages recorded by ``edgewave-sim
+record``, with the simulator's ground truth of fires) is published at its real pace, QoS 1,
+to a gateway broker; the real ``edgewave-agent run`` (the demo's config document as
+bootstrap, significance on) forwards to a cloud broker saving its state every 5 s as the
+shipped one does (shared/mosquitto_files.py); one or several real ``edgewave-cloud ingest``
+workers land what it forwards. Faults are scheduled at scenario seconds: the cloud broker
+stopped (SIGTERM) or killed (SIGKILL) and started again, an ingest worker killed, the agent
+killed while its events are sent and not yet landed.
+
+What the cloud holds is checked exactly (``Outcome.problems``):
+
+- the matches in the landing zone, deduplicated by event id as the Spark job does, are the
+  ground truth's fires, room by room, each once;
+- every event the agent ever stored (its outbox's AUTOINCREMENT sequence: matches and
+  significant observations) is in the landing zone: as many distinct event ids as events made.
+
+Used by tests/integration/test_end_to_end_faults.py and tests/benchmarks/fault_runs.py.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from agent_harness import GATEWAY, AgentProcess, client, wait_for
+from broker_process import MosquittoBroker
+from cloud_harness import CloudProcess, write_config
+
+from edgewave.firmware_sim.recording import read_messages
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIG = REPO / "configs" / "gateway-config.trig"
+FIRES_S = ((15.0, 24.0), (35.0, 37.0))     # demo.yaml: first and last reading of each fire
+CLOUD_AUTOSAVE_S = 5                        # as broker_conf_text writes it for the cloud broker
+
+Message = tuple[float, str, bytes]          # seconds from the start, topic, payload
+
+
+@dataclass(frozen=True)
+class Recording:
+    messages: list[Message]
+    truth: Counter                           # (pattern, room) -> fires
+
+    def between(self, start_s: float, end_s: float) -> "Recording":
+        """The messages of ``start_s``..``end_s``, from 0 s on (the truth's fires must lie inside)."""
+        return Recording([(at - start_s, topic, payload) for at, topic, payload in self.messages
+                          if start_s <= at < end_s], self.truth)
+
+
+def record_demo(work: Path) -> Recording:
+    """The demo scenario's messages for gw1, and its ground truth."""
+    work.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "edgewave.firmware_sim.cli", "record", "--config", str(REPO / "configs/sim.yaml"),
+                    "--scenario", str(REPO / "configs/scenarios/demo.yaml"), "--gateway", GATEWAY,
+                    "--out", str(work / "demo.rec"), "--truth", str(work / "truth.jsonl")],
+                   check=True, capture_output=True, cwd=REPO)
+    messages = list(read_messages(work / "demo.rec"))
+    start = messages[0].ms
+    truth = Counter((t["pattern"], t["bindings"]["room"])
+                    for t in map(json.loads, (work / "truth.jsonl").read_text().splitlines()))
+    return Recording([((m.ms - start) / 1000, m.topic, ("\n".join(m.lines) + "\n").encode()) for m in messages],
+                     truth)
+
+
+class Sensors:
+    """Publishes the recording at its pace, QoS 1, each message once its PUBACK is in; holds
+    still while ``paused`` (the local broker being restarted) and goes on where it was."""
+
+    def __init__(self, broker: MosquittoBroker, messages: list[Message], client_id: str = "rig-sensors") -> None:
+        self.messages = messages
+        self.client = client(broker, client_id)
+        self.client.loop_start()
+        wait_for(self.client.is_connected, 15, "the sensors connected")
+        self.running = threading.Event()
+        self.running.set()
+        self.idle = threading.Event()
+        self.done = threading.Event()
+        self.started = time.monotonic()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        for offset, topic, payload in self.messages:
+            delay = self.started + offset - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            while True:
+                self.idle.set()
+                self.running.wait()
+                self.idle.clear()
+                if not self.client.is_connected():
+                    time.sleep(0.05)
+                    continue
+                info = self.client.publish(topic, payload, qos=1)
+                info.wait_for_publish(timeout=15)
+                if info.is_published():
+                    break
+        self.done.set()
+
+    def pause(self) -> None:
+        self.running.clear()
+        wait_for(self.idle.is_set, 20, "the sensors between two messages")
+
+    def close(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+@dataclass
+class Outcome:
+    """What the cloud landed, against the ground truth and the agent's own count."""
+
+    truth: Counter
+    matches: Counter                         # (pattern, room) -> distinct matches landed
+    made: int                                # events the agent stored (matches and significant)
+    distinct: int                            # distinct event ids landed
+    landed: int                              # event records landed, duplicates included
+    significant: int
+    faults: list[str] = field(default_factory=list)
+    agent_log: str = ""
+    pending_at_kill: set[str] = field(default_factory=set)
+    landed_ids: set[str] = field(default_factory=set)
+
+    def problems(self) -> list[str]:
+        found = []
+        if self.matches != self.truth:
+            found.append(f"matches {dict(self.matches)} != truth {dict(self.truth)}")
+        if self.distinct != self.made:
+            found.append(f"{self.distinct} distinct events landed of {self.made} the agent made")
+        if not self.pending_at_kill <= self.landed_ids:
+            found.append(f"{len(self.pending_at_kill - self.landed_ids)} events in the killed agent's outbox never landed")
+        if "Traceback" in self.agent_log:
+            found.append("a traceback in the agent's log")
+        return found
+
+    def summary(self) -> str:
+        return (f"fires {sum(self.matches.values())}/{sum(self.truth.values())}, events {self.distinct}/{self.made} "
+                f"({self.significant} significant), {self.landed - self.distinct} duplicates dropped by event id; "
+                f"faults: {', '.join(self.faults) or 'none'}")
+
+
+class Rig:
+    """Brokers, ingest workers and the agent of one run, with the faults to inject."""
+
+    def __init__(self, work: Path, recording: Recording, *, workers: int = 1,
+                 agent_settings: dict | None = None) -> None:
+        self.work = Path(work)
+        self.recording = recording
+        self.workers = workers
+        self.local = MosquittoBroker(self.work / "local")
+        self.cloud = MosquittoBroker(self.work / "cloud", autosave_interval_s=CLOUD_AUTOSAVE_S)
+        self.cloud_config = write_config(self.work, self.cloud, ingest={"workers": workers})
+        overrides = {"config": {"bootstrap": str(CONFIG)},
+                     # a short resend wait (shipped: 15 s) keeps a run short; the rest as shipped
+                     "uplink": {"landed": {"resend_after_s": 3}}}
+        for section, values in (agent_settings or {}).items():
+            overrides.setdefault(section, {}).update(values)
+        self.agent = AgentProcess(self.work / "agent", self.local, self.cloud, overrides)
+        self.ingest: dict[int, CloudProcess] = {}
+        self.sensors: Sensors | None = None
+        self.faults: list[str] = []
+        self.pending_at_kill: set[str] = set()
+        self._stopping = threading.Event()
+
+    # -- parts -------------------------------------------------------------------------------
+    def start_ingest(self, worker: int, env: dict[str, str] | None = None) -> CloudProcess:
+        proc = CloudProcess(["ingest", "--config", str(self.cloud_config), "--worker", str(worker)],
+                            self.work / f"ingest-{worker}.log", env=env)
+        self.ingest[worker] = proc
+        return proc
+
+    def wait_ingest_subscribed(self) -> None:
+        for worker, proc in self.ingest.items():
+            wait_for(lambda proc=proc: proc.log().count("ingest connected") >= 1 or not proc.running, 30,
+                     f"ingest worker {worker} connected")
+
+    def now_s(self) -> float:
+        assert self.sensors is not None
+        return time.monotonic() - self.sensors.started
+
+    def run(self, faults: list[tuple[float, Callable[[], None]]], *, ingest_env: dict[int, dict[str, str]] | None = None,
+            timeout_s: float = 240) -> Outcome:
+        """The scenario with ``faults`` (scenario second, action) injected; what the cloud landed."""
+        self.local.start()
+        self.cloud.start()
+        try:
+            for worker in range(self.workers):
+                self.start_ingest(worker, (ingest_env or {}).get(worker))
+            self.wait_ingest_subscribed()
+            self.agent.start()
+            self.sensors = Sensors(self.local, self.recording.messages)
+            supervisor = threading.Thread(target=self._supervise, daemon=True)
+            supervisor.start()
+            for at, action in sorted(faults, key=lambda f: f[0]):
+                delay = at - self.now_s()
+                if delay > 0:
+                    time.sleep(delay)
+                action()
+            assert self.sensors.done.wait(timeout_s), "the sensors finished the scenario"
+            wait_for(lambda: (self.agent.state().get("outbox") or {}).get("depth") == 0
+                     and self.agent.counters().get("messages_in", 0) > 0, timeout_s,
+                     lambda: f"the agent's outbox emptied by landed acknowledgements ({self.agent.state().get('outbox')})")
+            self._stopping.set()
+            supervisor.join()
+            for proc in self.ingest.values():
+                assert proc.stop() == 0, proc.log()[-3000:]
+            agent_log = self.agent.log()
+            assert self.agent.stop() == 0
+        finally:
+            self._stopping.set()
+            if self.sensors is not None:
+                self.sensors.close()
+            self.agent.kill()
+            for proc in self.ingest.values():
+                if proc.running:
+                    proc.kill9()
+            self.local.kill()
+            self.cloud.kill()
+        return self._outcome(agent_log)
+
+    def _outcome(self, agent_log: str) -> Outcome:
+        records = []
+        for path in sorted((self.work / "landing" / "events").rglob("*")):
+            if path.is_file():
+                records += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        unique = {r["id"]: r for r in records}
+        matches = Counter((r["pattern"], _binding(r, "room")) for r in unique.values() if r["kind"] == "match")
+        return Outcome(truth=self.recording.truth, matches=matches, made=_events_made(self.agent.data_dir / "outbox.db"),
+                       distinct=len(unique), landed=len(records),
+                       significant=sum(r["kind"] == "significant" for r in unique.values()), faults=self.faults,
+                       agent_log=agent_log, pending_at_kill=self.pending_at_kill, landed_ids=set(unique))
+
+    def _supervise(self) -> None:
+        """An ingest worker that died (at a failpoint) is started again two seconds later, as
+        ``edgewave-cloud run`` starts its children again."""
+        while not self._stopping.wait(0.2):
+            for worker, proc in list(self.ingest.items()):
+                if proc.proc.poll() is not None:
+                    time.sleep(2.0)
+                    self.faults.append(f"ingest worker {worker} died at {self.now_s():.1f}s, restarted")
+                    self.start_ingest(worker)
+
+    # -- faults ------------------------------------------------------------------------------
+    def restart_cloud_broker(self, how: str, down_s: float = 5.0) -> Callable[[], None]:
+        """SIGTERM (mosquitto saves its state) or SIGKILL (what it saved at its last autosave
+        survives), then started again on the same port ``down_s`` later."""
+        def action() -> None:
+            self.faults.append(f"cloud broker {how} at {self.now_s():.1f}s, down {down_s:.0f}s")
+            self.cloud.stop() if how == "term" else self.cloud.kill()
+            time.sleep(down_s)
+            self.cloud.start()
+        return action
+
+    def kill_agent_with_events_unlanded(self, down_s: float = 1.0) -> Callable[[], None]:
+        """Hold every ingest worker (SIGSTOP) until the agent has events sent (PUBACK in) and not
+        landed, kill the agent then, let ingest go on, start the agent again ``down_s`` later."""
+        def action() -> None:
+            for proc in self.ingest.values():
+                os.killpg(proc.proc.pid, signal.SIGSTOP)
+            try:
+                wait_for(lambda: (self.agent.state().get("outbox") or {}).get("unlanded", 0) > 0, 20,
+                         "events sent and not landed")
+                at = self.now_s()
+                self.agent.kill()
+                self.pending_at_kill |= _outbox_ids(self.agent.data_dir / "outbox.db")
+                self.faults.append(f"agent SIGKILL at {at:.1f}s with {len(self.pending_at_kill)} events in its outbox, "
+                                   "sent and not landed")
+            finally:
+                for proc in self.ingest.values():
+                    os.killpg(proc.proc.pid, signal.SIGCONT)
+            time.sleep(down_s)
+            self.agent.start()
+        return action
+
+
+def _binding(event: dict, variable: str) -> str | None:
+    for binding in event.get("bindings", []):
+        if binding["variable"] == variable:
+            return binding["value"]
+    return None
+
+
+def _events_made(outbox: Path) -> int:
+    """How many events the agent ever stored: the outbox table's AUTOINCREMENT counter."""
+    conn = sqlite3.connect(outbox)
+    try:
+        row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
+        return int(row[0]) if row else 0
+    finally:
+        conn.close()
+
+
+def _outbox_ids(outbox: Path) -> set[str]:
+    conn = sqlite3.connect(outbox)
+    try:
+        return {row[0] for row in conn.execute("SELECT event_id FROM events")}
+    finally:
+        conn.close()
