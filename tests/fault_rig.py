@@ -61,8 +61,9 @@ class Recording:
 def record_demo(work: Path) -> Recording:
     """The demo scenario's messages for gw1, and its ground truth."""
     work.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "edgewave.firmware_sim.cli", "record", "--config", str(REPO / "configs/sim.yaml"),
-                    "--scenario", str(REPO / "configs/scenarios/demo.yaml"), "--gateway", GATEWAY,
+    subprocess.run([sys.executable, "-m", "edgewave.firmware_sim.cli", "record",
+                    "--config", str(REPO / "configs/sim.yaml"), "--scenario", str(REPO / "configs/scenarios/demo.yaml"),
+                    "--gateway", GATEWAY,
                     "--out", str(work / "demo.rec"), "--truth", str(work / "truth.jsonl")],
                    check=True, capture_output=True, cwd=REPO)
     messages = list(read_messages(work / "demo.rec"))
@@ -139,7 +140,8 @@ class Outcome:
         if self.distinct != self.made:
             found.append(f"{self.distinct} distinct events landed of {self.made} the agent made")
         if not self.pending_at_kill <= self.landed_ids:
-            found.append(f"{len(self.pending_at_kill - self.landed_ids)} events in the killed agent's outbox never landed")
+            lost = self.pending_at_kill - self.landed_ids
+            found.append(f"{len(lost)} events in the killed agent's outbox never landed")
         if "Traceback" in self.agent_log:
             found.append("a traceback in the agent's log")
         return found
@@ -189,8 +191,8 @@ class Rig:
         assert self.sensors is not None
         return time.monotonic() - self.sensors.started
 
-    def run(self, faults: list[tuple[float, Callable[[], None]]], *, ingest_env: dict[int, dict[str, str]] | None = None,
-            timeout_s: float = 240) -> Outcome:
+    def run(self, faults: list[tuple[float, Callable[[], None]]], *,
+            ingest_env: dict[int, dict[str, str]] | None = None, timeout_s: float = 240) -> Outcome:
         """The scenario with ``faults`` (scenario second, action) injected; what the cloud landed."""
         self.local.start()
         self.cloud.start()
@@ -210,7 +212,7 @@ class Rig:
             assert self.sensors.done.wait(timeout_s), "the sensors finished the scenario"
             wait_for(lambda: (self.agent.state().get("outbox") or {}).get("depth") == 0
                      and self.agent.counters().get("messages_in", 0) > 0, timeout_s,
-                     lambda: f"the agent's outbox emptied by landed acknowledgements ({self.agent.state().get('outbox')})")
+                     lambda: f"the outbox emptied by landed acknowledgements ({self.agent.state().get('outbox')})")
             self._stopping.set()
             supervisor.join()
             for proc in self.ingest.values():
@@ -236,8 +238,8 @@ class Rig:
                 records += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         unique = {r["id"]: r for r in records}
         matches = Counter((r["pattern"], _binding(r, "room")) for r in unique.values() if r["kind"] == "match")
-        return Outcome(truth=self.recording.truth, matches=matches, made=_events_made(self.agent.data_dir / "outbox.db"),
-                       distinct=len(unique), landed=len(records),
+        return Outcome(truth=self.recording.truth, matches=matches,
+                       made=_events_made(self.agent.data_dir / "outbox.db"), distinct=len(unique), landed=len(records),
                        significant=sum(r["kind"] == "significant" for r in unique.values()), faults=self.faults,
                        agent_log=agent_log, pending_at_kill=self.pending_at_kill, landed_ids=set(unique))
 
@@ -256,7 +258,7 @@ class Rig:
         """SIGTERM (mosquitto saves its state) or SIGKILL (what it saved at its last autosave
         survives), then started again on the same port ``down_s`` later."""
         def action() -> None:
-            self.faults.append(f"cloud broker {how} at {self.now_s():.1f}s, down {down_s:.0f}s")
+            self.faults.append(f"cloud broker {how} at {self.now_s():.1f}s, down {down_s:.1f}s")
             self.cloud.stop() if how == "term" else self.cloud.kill()
             time.sleep(down_s)
             self.cloud.start()
@@ -274,8 +276,8 @@ class Rig:
                 at = self.now_s()
                 self.agent.kill()
                 self.pending_at_kill |= _outbox_ids(self.agent.data_dir / "outbox.db")
-                self.faults.append(f"agent SIGKILL at {at:.1f}s with {len(self.pending_at_kill)} events in its outbox, "
-                                   "sent and not landed")
+                self.faults.append(f"agent SIGKILL at {at:.1f}s with {len(self.pending_at_kill)} events "
+                                   "in its outbox, sent and not landed")
             finally:
                 for proc in self.ingest.values():
                     os.killpg(proc.proc.pid, signal.SIGCONT)

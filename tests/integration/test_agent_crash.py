@@ -23,22 +23,16 @@ from __future__ import annotations
 import json
 import random
 import sqlite3
-import subprocess
-import sys
-import threading
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from agent_harness import GATEWAY, AgentProcess, CloudWatcher, client, observation, wait_for
+from agent_harness import AgentProcess, CloudWatcher, client, observation, wait_for
 from broker_process import MosquittoBroker
-
-from edgewave.firmware_sim.recording import read_messages
+from fault_rig import CONFIG, FIRES_S, Sensors, record_demo
 
 REPO = Path(__file__).resolve().parents[2]
-CONFIG = REPO / "configs" / "gateway-config.trig"
-FIRES_S = ((15.0, 24.0), (35.0, 37.0))     # demo.yaml: first and last reading of each fire
 SEED = 20261125
 KILLS = 10
 DOWN_S = 1.0
@@ -47,58 +41,7 @@ DOWN_S = 1.0
 @pytest.fixture(scope="module")
 def demo_messages(tmp_path_factory) -> list[tuple[float, str, bytes]]:
     """The demo scenario's messages for gw1: (seconds from the start, topic, payload)."""
-    work = tmp_path_factory.mktemp("recording")
-    subprocess.run([sys.executable, "-m", "edgewave.firmware_sim.cli", "record", "--config", str(REPO / "configs/sim.yaml"),
-                    "--scenario", str(REPO / "configs/scenarios/demo.yaml"), "--gateway", GATEWAY,
-                    "--out", str(work / "demo.rec"), "--truth", str(work / "truth.jsonl")],
-                   check=True, capture_output=True, cwd=REPO)
-    messages = list(read_messages(work / "demo.rec"))
-    start = messages[0].ms
-    return [((m.ms - start) / 1000, m.topic, ("\n".join(m.lines) + "\n").encode()) for m in messages]
-
-
-class Sensors:
-    """Publishes the recording at its pace, QoS 1, each message once its PUBACK is in; holds
-    still while ``paused`` (the local broker being restarted) and goes on where it was."""
-
-    def __init__(self, broker: MosquittoBroker, messages: list[tuple[float, str, bytes]]) -> None:
-        self.messages = messages
-        self.client = client(broker, "crash-test-sensors")
-        self.client.loop_start()
-        wait_for(self.client.is_connected, 15, "the sensors connected")
-        self.running = threading.Event()
-        self.running.set()
-        self.idle = threading.Event()
-        self.done = threading.Event()
-        self.started = time.monotonic()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        for offset, topic, payload in self.messages:
-            delay = self.started + offset - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            while True:
-                self.idle.set()
-                self.running.wait()
-                self.idle.clear()
-                if not self.client.is_connected():
-                    time.sleep(0.05)
-                    continue
-                info = self.client.publish(topic, payload, qos=1)
-                info.wait_for_publish(timeout=15)
-                if info.is_published():
-                    break
-        self.done.set()
-
-    def pause(self) -> None:
-        self.running.clear()
-        wait_for(self.idle.is_set, 20, "the sensors between two messages")
-
-    def close(self) -> None:
-        self.client.disconnect()
-        self.client.loop_stop()
+    return record_demo(tmp_path_factory.mktemp("recording")).messages
 
 
 def match_key(event: dict) -> tuple:

@@ -70,14 +70,23 @@ def test_a_gateway_reaches_only_its_own_topics(fleet):
         # (ew/gwB/config holds a retained document, which gwB gets and gwA does not)
         gw_a.subscribe("ew/gwB/config")
         gw_a.subscribe("ew/+/events")
+        gw_a.subscribe("ew/gwB/events/landed")
+        # nor acknowledge gwB's events as landed (which would make gwB delete them)
+        assert gw_a.publish("ew/gwB/events/landed", b'{"landed": []}') == NOT_AUTHORIZED
+        assert gw_b.subscribe("ew/gwB/events/landed") <= 2
         # ... and its own topics work
         assert gw_a.publish("ew/gwA/events", b'{"real": true}') == 0
         assert gw_a.subscribe("ew/gwA/config") <= 2
+        assert gw_a.subscribe("ew/gwA/events/landed") <= 2
+        assert cloud.publish("ew/gwB/events/landed", b'{"landed": ["b"]}') < 0x80
+        assert cloud.publish("ew/gwA/events/landed", b'{"landed": ["a"]}') < 0x80
         time.sleep(0.5)
         assert cloud.received("ew/gwA/events") == [b'{"real": true}']
         assert cloud.received("ew/gwB/events") == []
-        assert gw_a.received("ew/gwB/config") == [] and gw_a.messages == []
+        assert gw_a.received("ew/gwB/config") == [] and gw_a.received("ew/gwB/events/landed") == []
+        assert [topic for topic, _ in gw_a.messages] == ["ew/gwA/events/landed"]
         assert gw_b.received("ew/gwB/config") == [b'{"for": "gwB"}']
+        assert gw_b.received("ew/gwB/events/landed") == [b'{"landed": ["b"]}']
     finally:
         _probes(cloud, gw_a, gw_b)
 
