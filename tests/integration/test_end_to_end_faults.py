@@ -14,6 +14,8 @@ these tests are known to fail when the acknowledgement does not hold.
 """
 from __future__ import annotations
 
+import time
+
 import pytest
 from fault_rig import Rig, record_demo
 
@@ -63,3 +65,50 @@ def test_without_the_acknowledgement_a_broker_restart_loses_events(tmp_path, rec
     outcome = rig.run([(IN_FIRE_S, rig.restart_cloud_broker("term", down_s=5.0))])
     print(outcome.summary())
     assert outcome.distinct < outcome.made, "the events PUBACKed into the restart's gap were lost"
+
+
+def test_a_config_ack_the_crashed_broker_lost_is_sent_again_and_resolves_the_push(tmp_path):
+    """The agent applied a pushed document and acknowledged it; the cloud broker took the ack
+    (PUBACK) and crashed before ingest read it (ingest away, the broker's last save older than
+    the ack). After the restart the agent sends its last ack again, and the registry
+    records the version as applied, once."""
+    from agent_harness import KEY, AgentProcess, Publisher, config_document, push_config, wait_for
+    from broker_process import MosquittoBroker
+    from cloud_harness import CloudProcess, query, write_config
+
+    local = MosquittoBroker(tmp_path / "local").start()
+    cloud = MosquittoBroker(tmp_path / "cloud", autosave_interval_s=3600).start()
+    config = write_config(tmp_path, cloud, gateways={"gw1": {"key": KEY}})
+    ingest = CloudProcess(["ingest", "--config", str(config)], tmp_path / "ingest.log")
+    agent = AgentProcess(tmp_path / "agent", local, cloud)
+    publisher = None
+    try:
+        wait_for(lambda: "ingest connected" in ingest.log(), 30, "ingest connected")
+        agent.start()
+        cloud.stop()                       # saves every session (ingest's queue, the agent's)
+        cloud.start()
+        wait_for(lambda: ingest.log().count("ingest connected") >= 2, 30, "ingest back")
+        wait_for(lambda: agent.log().count("event=connected session_present=True") >= 1, 30, "the agent back")
+        time.sleep(1.0)
+        assert ingest.stop() == 0          # away: the broker queues for its session, in memory
+        publisher = Publisher(cloud, "cloud-pusher")
+        push_config(publisher, 2, config_document(2))
+        wait_for(lambda: agent.state().get("configVersion") == 2, 30, "version 2 applied")
+        time.sleep(1.0)                    # the ack is with the broker, in memory only
+        publisher.close()
+        publisher = None
+        cloud.kill()
+        cloud.start()
+        ingest = CloudProcess(["ingest", "--config", str(config)], tmp_path / "ingest2.log")
+        database = tmp_path / "cloud.db"
+        wait_for(lambda: query(database, "SELECT status FROM config_acks WHERE gateway = 'gw1' AND version = 2"),
+                 60, "the ack recorded after the restart")
+        assert query(database, "SELECT status FROM config_acks WHERE gateway = 'gw1'") == [("applied",)]
+    finally:
+        if publisher is not None:
+            publisher.close()
+        agent.kill()
+        if ingest.running:
+            ingest.kill9()
+        local.kill()
+        cloud.kill()
