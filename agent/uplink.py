@@ -338,6 +338,7 @@ class Uplink:
             # The outbox file was replaced (corrupt): its sequence numbers start over.
             self._generation = self.outbox.generation
             self._forget_inflight()
+            self.landed.forget()
             self._last_seq = 0
             self._batcher.clear()
         if self._reconnected_at is not None:

@@ -132,6 +132,7 @@ class Outcome:
     agent_log: str = ""
     pending_at_kill: set[str] = field(default_factory=set)
     landed_ids: set[str] = field(default_factory=set)
+    resent: int = 0                          # times the agent sent its unlanded events again (last run)
 
     def problems(self) -> list[str]:
         found = []
@@ -148,7 +149,8 @@ class Outcome:
 
     def summary(self) -> str:
         return (f"fires {sum(self.matches.values())}/{sum(self.truth.values())}, events {self.distinct}/{self.made} "
-                f"({self.significant} significant), {self.landed - self.distinct} duplicates dropped by event id; "
+                f"({self.significant} significant), {self.landed - self.distinct} duplicates dropped by event id, "
+                f"{self.resent} re-send(s); "
                 f"faults: {', '.join(self.faults) or 'none'}")
 
 
@@ -218,6 +220,7 @@ class Rig:
             for proc in self.ingest.values():
                 assert proc.stop() == 0, proc.log()[-3000:]
             agent_log = self.agent.log()
+            resent = int(self.agent.counters().get("resent", 0))
             assert self.agent.stop() == 0
         finally:
             self._stopping.set()
@@ -229,9 +232,9 @@ class Rig:
                     proc.kill9()
             self.local.kill()
             self.cloud.kill()
-        return self._outcome(agent_log)
+        return self._outcome(agent_log, resent)
 
-    def _outcome(self, agent_log: str) -> Outcome:
+    def _outcome(self, agent_log: str, resent: int) -> Outcome:
         records = []
         for path in sorted((self.work / "landing" / "events").rglob("*")):
             if path.is_file():
@@ -241,7 +244,8 @@ class Rig:
         return Outcome(truth=self.recording.truth, matches=matches,
                        made=_events_made(self.agent.data_dir / "outbox.db"), distinct=len(unique), landed=len(records),
                        significant=sum(r["kind"] == "significant" for r in unique.values()), faults=self.faults,
-                       agent_log=agent_log, pending_at_kill=self.pending_at_kill, landed_ids=set(unique))
+                       agent_log=agent_log, pending_at_kill=self.pending_at_kill, landed_ids=set(unique),
+                       resent=resent)
 
     def _supervise(self) -> None:
         """An ingest worker that died (at a failpoint) is started again two seconds later, as

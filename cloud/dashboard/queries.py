@@ -274,6 +274,9 @@ def judge(row: GatewayRow, now_ms: int, offline_after_s: float, lagging_after_s:
         row.health, row.reason = LAGGING, f"oldest unsent event {format_duration(row.oldest_unsent_ms or 0)} old"
     elif (row.outbox.get("unwritten") or 0) > 0:
         row.health, row.reason = LAGGING, f"{row.outbox['unwritten']} events not written to disk"
+    elif row.outbox.get("landedAcks") == "older_cloud":
+        row.health, row.reason = LAGGING, ("no landed acknowledgements reach it: events leave its outbox on "
+                                           "the broker's PUBACK (check the broker's ACL file and ingest)")
     else:
         row.health, row.reason = ONLINE, ""
     return row

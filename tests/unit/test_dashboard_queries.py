@@ -145,3 +145,16 @@ def test_time_range_queries_read_the_minute_index_alone(known):
         assert "TEMP B-TREE" not in inner, inner
     finally:
         conn.close()
+
+
+def test_a_gateway_whose_cloud_sends_no_landed_acknowledgements_needs_attention():
+    """Its agent fell back to deleting on PUBACK (agent/uplink_landed.py): a broker crash can lose
+    its events, which an operator must see (an ACL file from before the acknowledgement, ingest down)."""
+    status = {"state": "online", "outbox": {"depth": 0, "oldestAgeMs": None, "landedAcks": "older_cloud"}}
+    row = queries.judge(queries.GatewayRow("gw1", "online", 3, 0, 1000, status), 2000, OFFLINE_AFTER_S,
+                        LAGGING_AFTER_S)
+    assert row.health == "lagging" and "PUBACK" in row.reason
+    status["outbox"]["landedAcks"] = "end_to_end"
+    row = queries.judge(queries.GatewayRow("gw1", "online", 3, 0, 1000, status), 2000, OFFLINE_AFTER_S,
+                        LAGGING_AFTER_S)
+    assert row.health == "online"
