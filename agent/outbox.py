@@ -300,41 +300,15 @@ class Outbox:
         return [OutboxRow(r[0], r[1], r[2], r[3], bytes(r[4])) for r in rows]
 
     def delete(self, seqs: list[int]) -> int:
-        """Remove acknowledged events; already-gone rows are ignored. Returns how many went."""
-        if not seqs:
-            return 0
-        with self._lock:
-            gone = freed = 0
-            try:
-                self._conn.execute("BEGIN")
-                low, high = min(seqs), max(seqs)
-                if high - low + 1 == len(seqs) == len(set(seqs)):
-                    # The usual batch: PUBACKs of consecutive events, one range delete.
-                    sizes = self._conn.execute("DELETE FROM events WHERE seq BETWEEN ? AND ? RETURNING size",
-                                               (low, high)).fetchall()
-                    gone, freed = len(sizes), sum(size for (size,) in sizes)
-                else:
-                    for seq in seqs:
-                        row = self._conn.execute("DELETE FROM events WHERE seq = ? RETURNING size",
-                                                 (seq,)).fetchone()
-                        if row is not None:
-                            gone += 1
-                            freed += row[0]
-                self._conn.execute("COMMIT")
-                self.checkpoints.committed(self._conn)
-            except sqlite3.Error as exc:
-                if self._conn.in_transaction:
-                    try:
-                        self._conn.execute("ROLLBACK")
-                    except sqlite3.Error:
-                        pass
-                if isinstance(exc, sqlite3.OperationalError):
-                    raise       # e.g. disk full: the rows stay, the uplink tries again
-                self._recover(exc)
-                return 0
-            self._depth -= gone
-            self._bytes -= freed
-            return gone
+        """Remove acknowledged events; already-gone rows are ignored. Returns how many went.
+        Consecutive seqs (the usual batch) go as one range."""
+        runs: list[tuple[int, int]] = []
+        for seq in sorted(set(seqs)):
+            if runs and runs[-1][1] == seq - 1:
+                runs[-1] = (runs[-1][0], seq)
+            else:
+                runs.append((seq, seq))
+        return self.delete_ranges(runs)
 
     def delete_ranges(self, ranges: Sequence[tuple[int, int]]) -> int:
         """Remove the rows of each inclusive seq range (the rows of landed messages) in one
@@ -355,7 +329,7 @@ class Outbox:
                     except sqlite3.Error:
                         pass
                 if isinstance(exc, sqlite3.OperationalError):
-                    raise       # e.g. disk full: the rows stay, and are sent again
+                    raise       # e.g. disk full: the rows stay, the uplink tries again
                 self._recover(exc)
                 return 0
             self._depth -= len(sizes)

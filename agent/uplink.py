@@ -58,7 +58,7 @@ from typing import Any, Callable, Protocol
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from edgewave.agent.config import UplinkBatchSettings, UplinkLandedSettings
+from edgewave.agent.config import LANDED_OFF, UplinkBatchSettings, UplinkLandedSettings
 from edgewave.agent.outbox import Outbox
 from edgewave.agent.uplink_batch import Batcher
 from edgewave.agent.uplink_landed import LandedAcks
@@ -411,7 +411,7 @@ class Uplink:
 
     def _keyed(self, first: int, last: int) -> Properties | None:
         """The message's key in its Correlation Data: what ingest's acknowledgement names."""
-        if self.landed.mode == "off":
+        if self.landed.mode == LANDED_OFF:
             return None
         props = Properties(PacketTypes.PUBLISH)
         props.CorrelationData = self.landed.key(first, last)
