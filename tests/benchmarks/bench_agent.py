@@ -10,7 +10,7 @@ Runs ``edgewave-agent run`` as a subprocess between two brokers it starts itself
    the agent. Every round is printed with the CPU steal it saw; the figure checked is the
    p99 of all the rounds' messages together (100,000). The completing messages inside the
    demo mix of step 2 (1 in 20 completes) are reported too. The agents compared in steps
-   5 and 6 take their turns in the same rounds, the first of a round rotating: a noisy
+   5, 6 and 7 take their turns in the same rounds, the first of a round rotating: a noisy
    moment of the machine then falls on each alike. Measured with two agents of the same
    config: five rounds of 10 s, one agent after the other, put their p99s up to 15 %
    apart; twelve rounds of 5 s, taking turns, 1-3 %. A comparison is printed with the
@@ -40,6 +40,22 @@ Runs ``edgewave-agent run`` as a subprocess between two brokers it starts itself
    each wrote, per sensor byte and per hour (status file included, both ways). Grouped
    commits depend on the rate, so the hour's figure is measured at the demo's pace, not
    scaled from the mix.
+7. landed acknowledgements (``uplink.landed.mode: auto``, the default) against off, in one
+   run: a fourth agent with ``uplink.landed: {mode: off}`` (gw4, its own local broker; it
+   sends no key and deletes on the PUBACK) gets the same latency rounds in its turn and the
+   same stepped mix after the third agent's. The cloud-side receivers stand in for ingest:
+   each message's key (Correlation Data) is acknowledged on ``ew/<gw>/events/landed`` as
+   ingest does after a group commit, the keys of a group in one acknowledgement, a group
+   closing 50 ms after its first message or at 500 keys (ingest's ``commit_interval_ms`` and
+   ``commit_max_messages`` defaults). Printed: p50/p99, the agents' CPU and sustained rate
+   on and off (target: within 10 % of each other), the keys sent and acknowledged, and what
+   each agent's status says (events landed, re-sent, unlanded, how it deletes: end_to_end
+   for the first agent, puback for the fourth). Without acknowledgements an agent in auto
+   mode would stop publishing after ``max_unlanded`` (5,000) events; every agent here is
+   acknowledged.
+
+The full run takes about 15 minutes (four agents, twenty latency rounds of 5 s each, three
+stepped mixes, 60 s at the demo pace); ``--quick`` about 3.
 
     python tests/benchmarks/bench_agent.py [--quick]
 """
@@ -67,6 +83,8 @@ from agent_harness import ALARM, EX, FIRE, INTRUSION, SOSA, XSD, alarm, config_d
 from broker_process import MosquittoBroker  # noqa: E402
 from paho.mqtt.enums import CallbackAPIVersion  # noqa: E402
 
+from edgewave.shared import topics  # noqa: E402
+from edgewave.shared.landed_acks import echoable, encode_landed  # noqa: E402
 from edgewave.shared.uplink_batch import decode_batch, is_batch  # noqa: E402
 
 def humidity(n: int, sensor: int) -> bytes:
@@ -84,32 +102,84 @@ def _client(broker: MosquittoBroker, client_id: str) -> mqtt.Client:
 
 
 class Receiver:
-    """Subscribes to a topic and records when each numbered message arrived."""
+    """Subscribes to a topic and records when each numbered message arrived.
 
-    def __init__(self, broker: MosquittoBroker, topic: str, number_of) -> None:  # noqa: ANN001
+    On an events topic it also stands in for ingest's landed acknowledgements
+    (shared/landed_acks.py): the key (Correlation Data) of each message is acknowledged on
+    the gateway's landed topic as ingest does after a group commit, the keys of a group in
+    one message, a group closing ``ack_interval_s`` after its first message or at
+    ``ack_max_keys`` keys (ingest's ``commit_interval_ms`` and ``commit_max_messages``
+    defaults). A message without a key (``uplink.landed.mode: off``) gets none."""
+
+    def __init__(self, broker: MosquittoBroker, topic: str, number_of, ack_interval_s: float = 0.05,  # noqa: ANN001
+                 ack_max_keys: int = 500) -> None:
         self.arrivals: dict[int, float] = {}
         self.wire_bytes = self.events = 0      # payload bytes and events of the numbered messages
+        self.messages = self.keyed = 0         # messages received, and those of them with a key
+        self.acked = self.ack_messages = 0     # keys acknowledged, in how many acknowledgements
         self.ready = threading.Event()
         self.number_of = number_of
+        self.landed_topic = topics.landed_topic(topics.gateway_from_topic(topic)) if topic.endswith("/events") else None
+        self.ack_interval_s, self.ack_max_keys = ack_interval_s, ack_max_keys
+        self._group: list[str] = []
+        self._group_opened = 0.0
+        self._group_ready = threading.Condition()
+        self._closing = False
         self.client = _client(broker, f"bench-recv-{topic.replace('/', '-')}")
         self.client.on_connect = lambda c, u, f, rc, p: c.subscribe(topic, qos=1)
         self.client.on_subscribe = lambda *a: self.ready.set()
         self.client.on_message = self._on_message
         self.client.connect(broker.host, broker.port)
         self.client.loop_start()
+        self._acker = threading.Thread(target=self._acknowledge, daemon=True, name="bench-landed-acks")
+        if self.landed_topic is not None:
+            self._acker.start()
         if not self.ready.wait(15):
             raise RuntimeError("receiver could not subscribe")
 
     def _on_message(self, c, u, msg) -> None:  # noqa: ANN001
         now = time.perf_counter()
+        self.messages += 1
         numbers = self.number_of(msg.payload)
         if numbers:
             self.wire_bytes += len(msg.payload)
             self.events += len(numbers)
         for n in numbers:
             self.arrivals.setdefault(n, now)
+        key = echoable(getattr(msg.properties, "CorrelationData", None)) if self.landed_topic else None
+        if key is not None:
+            self.keyed += 1
+            with self._group_ready:
+                if not self._group:
+                    self._group_opened = time.monotonic()
+                self._group.append(key)
+                self._group_ready.notify()
+
+    def _acknowledge(self) -> None:
+        """Ingest's group commit, as far as the gateway sees it: the keys of a group in one acknowledgement."""
+        while True:
+            with self._group_ready:
+                while not self._group and not self._closing:
+                    self._group_ready.wait()
+                if self._closing:
+                    return
+                while len(self._group) < self.ack_max_keys and not self._closing:
+                    remaining = self._group_opened + self.ack_interval_s - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._group_ready.wait(remaining)
+                keys, self._group = self._group, []
+            for payload in encode_landed(keys):
+                self.client.publish(self.landed_topic, payload, qos=1)
+                self.ack_messages += 1
+            self.acked += len(keys)
 
     def close(self) -> None:
+        with self._group_ready:
+            self._closing = True
+            self._group_ready.notify()
+        if self._acker.is_alive():
+            self._acker.join(5)
         self.client.disconnect()
         self.client.loop_stop()
 
@@ -314,9 +384,13 @@ def demo_pace(pubs: list[mqtt.Client], pids: list[int], seconds: float) -> tuple
     return [written_bytes(pid) - b for pid, b in zip(pids, before)], len(messages), size, elapsed
 
 
-def read_counters(data_dir: Path) -> dict:
+def read_status(data_dir: Path) -> dict:
     path = data_dir / "status.json"
-    return json.loads(path.read_text()).get("counters", {}) if path.exists() else {}
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def read_counters(data_dir: Path) -> dict:
+    return read_status(data_dir).get("counters", {})
 
 
 def start_agent(work: Path, gateway: str, local: MosquittoBroker, cloud: MosquittoBroker, bootstrap: Path,
@@ -373,8 +447,9 @@ def main(argv: list[str] | None = None) -> int:
     local = MosquittoBroker(work / "local").start()
     local_off = MosquittoBroker(work / "local-off").start()     # the batching-off agent's sensors
     local_nostate = MosquittoBroker(work / "local-nostate").start()   # the durable-windows-off agent's
+    local_noack = MosquittoBroker(work / "local-noack").start()       # the landed-acknowledgements-off agent's
     cloud = MosquittoBroker(work / "cloud").start()
-    agent = agent_off = agent_nostate = None
+    agent = agent_off = agent_nostate = agent_noack = None
     log = open(work / "agent.log", "wb")
     try:
         pub = _client(local, "bench-pub")
@@ -407,6 +482,14 @@ def main(argv: list[str] | None = None) -> int:
         pub_nostate.loop_start()
         recv_nostate = Receiver(cloud, "ew/gw3/events", alarm_numbers)
         warm_up(pub_nostate, recv_nostate, work)
+        # 7. the same with landed acknowledgements off: events leave the outbox on the PUBACK
+        agent_noack = start_agent(work, "gw4", local_noack, cloud, bootstrap, {"uplink": {"landed": {"mode": "off"}}},
+                                  log)
+        pub_noack = _client(local_noack, "bench-pub-noack")
+        pub_noack.connect(local_noack.host, local_noack.port)
+        pub_noack.loop_start()
+        recv_noack = Receiver(cloud, "ew/gw4/events", alarm_numbers)
+        warm_up(pub_noack, recv_noack, work)
         time.sleep(0.5)
         # 6. storage at the demo's pace, first: later steps leave rows and events whose deletion
         # and checkpoints would be counted here too
@@ -417,17 +500,19 @@ def main(argv: list[str] | None = None) -> int:
         # each after a baseline round, so that each is read beside what the broker alone
         # did at that moment
         base: list[float] = []
-        rounds: dict[str, list[list[float]]] = {"on": [], "batching off": [], "durable off": []}
+        rounds: dict[str, list[list[float]]] = {"on": [], "batching off": [], "durable off": [], "acks off": []}
         nostate_rows = []
+        noack_rows = []
         missing = missing_off = 0
         latency_rows = []
         off_rows = []
         wire = (recv.wire_bytes, recv.events)
         wire_off = (recv_off.wire_bytes, recv_off.events)
-        # the three agents take turns, the first of a round rotating: a noisy moment of the
+        # the four agents take turns, the first of a round rotating: a noisy moment of the
         # machine falls on each of them alike (see the module docstring)
         turns = [("on", pub, recv, agent.pid), ("batching off", pub_off, recv_off, agent_off.pid),
-                 ("durable off", pub_nostate, recv_nostate, agent_nostate.pid)]
+                 ("durable off", pub_nostate, recv_nostate, agent_nostate.pid),
+                 ("acks off", pub_noack, recv_noack, agent_noack.pid)]
         for round_no in range(latency_rounds):
             first = 1 + round_no * 100_000
             sent = publish_paced(pub, 1000, baseline_s, lambda n: ("bench/raw", f'"{n}"'.encode(), n), start_n=first)
@@ -446,8 +531,8 @@ def main(argv: list[str] | None = None) -> int:
                 missing_off += lost
                 row = (percentile(round_lat, .5), percentile(round_lat, .99), machine.agent_percent,
                        machine.steal_percent)
-                (off_rows if name == "batching off" else nostate_rows).append(row)
-        lat, lat_off, lat_nostate = ([v for r in rounds[name] for v in r] for name in rounds)
+                {"batching off": off_rows, "durable off": nostate_rows, "acks off": noack_rows}[name].append(row)
+        lat, lat_off, lat_nostate, lat_noack = ([v for r in rounds[name] for v in r] for name in rounds)
         base_recv.close()
         wire = ((recv.wire_bytes - wire[0]) / max(1, recv.events - wire[1]),
                 (recv_off.wire_bytes - wire_off[0]) / max(1, recv_off.events - wire_off[1]))
@@ -460,6 +545,13 @@ def main(argv: list[str] | None = None) -> int:
                                                                     work / "data-gw3", agent_nostate.pid)
         recv_nostate.close()
         pub_nostate.loop_stop()
+        # 7. the same for landed acknowledgements off
+        sustained_noack, noack_steps, _ = step_mix(pub_noack, recv_noack, rates, step_s, work / "data-gw4",
+                                                   agent_noack.pid)
+        acks = {"on": (recv.keyed, recv.acked, recv.ack_messages, read_status(work / "data-gw1")),
+                "off": (recv_noack.keyed, recv_noack.acked, recv_noack.ack_messages, read_status(work / "data-gw4"))}
+        recv_noack.close()
+        pub_noack.loop_stop()
         bytes_in, bytes_fwd = totals["bytes_in"], totals["bytes_forwarded"]
         demo_messages_h, demo_bytes_h = demo_rate()
         rss.stop_flag.set()
@@ -535,15 +627,44 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{f'  durable windows {name}: written at the demo pace':<52}{written / demo_size:>6.2f} "
                   f"per sensor byte, {written / demo_msgs:,.0f} per message, "
                   f"{written * 3600 / demo_elapsed / 1e6:.1f} MB an hour")
+        # 7. landed acknowledgements on against off
+        for i, (p50_na, p99_na, cpu_na, steal_na) in enumerate(noack_rows, 1):
+            print(f"{f'  round {i}, landed acks off: agent p50, p99 (ms)':<52}"
+                  f"{p50_na:>6.2f}, {p99_na:<6.2f} agent CPU {cpu_na:.0f} %, steal {steal_na:.1f} %")
+        p99_na = percentile(lat_noack, .99)
+        close_p99_acks = abs(p99 - p99_na) <= 0.1 * max(p99, p99_na)
+        print(f"{'landed acks on / off: p50 (ms)':<52}{percentile(lat, .5):>6.2f} / {percentile(lat_noack, .5):<6.2f}")
+        print(f"{'landed acks on / off: p99 (ms)':<52}{p99:>6.2f} / {p99_na:<6.2f}{'within 10 %':>16}"
+              f"  {'OK' if close_p99_acks else 'MISSED'}")
+        low, high = p99_ratio_interval(rounds["on"], rounds["acks off"])
+        print(f"{'  p99 on / off, 90 % interval over the rounds':<52}{low:>6.2f} - {high:<6.2f}")
+        print(f"{'landed acks on / off: agent CPU, % of one core':<52}"
+              f"{statistics.mean(r[3] for r in latency_rows):>6.0f} / {statistics.mean(r[2] for r in noack_rows):<6.0f}")
+        for rate, achieved, lost, head, tail, ok, mix_p50, mix_p99 in noack_steps:
+            print(f"{f'  landed acks off, mix @ {rate} msg/s: lag start->end ms, lost':<52}"
+                  f"{head:>6.1f} -> {tail:<6.1f}{lost:>6}  {'steady' if ok else 'GROWING/LOSS'}")
+        close_rate_acks = abs(sustained - sustained_noack) <= 0.1 * max(sustained, sustained_noack)
+        print(f"{'landed acks on / off: sustained mix (msg/s)':<52}{sustained:>6} / {sustained_noack:<6}"
+              f"{'within 10 %':>16}  {'OK' if close_rate_acks else 'MISSED'}")
+        for name, (keyed, acked, ack_messages, status) in acks.items():
+            outbox = status.get("outbox") or {}
+            print(f"{f'  landed acks {name}: messages with a key / acknowledged':<52}{keyed:>6,} / {acked:,} keys in "
+                  f"{ack_messages:,} acks; agent: landed {status.get('counters', {}).get('landed', 0):,}, "
+                  f"re-sent {status.get('counters', {}).get('resent', 0):,}, unlanded {outbox.get('unlanded')}, "
+                  f"deleting {outbox.get('landedAcks')}")
+        acks_working = acks["on"][0] > 0 and acks["on"][3].get("outbox", {}).get("landedAcks") == "end_to_end"
         missed = [name for name, ok in (("p99 < 10 ms", p99 < 10), ("no event missing", missing == 0 == missing_off),
                                         ("sustained >= 1000 msg/s", sustained >= 1000),
                                         ("memory < 80 MB", peak_mb < 80),
                                         ("durable windows p99 within 10 %", close_p99),
-                                        ("durable windows sustained rate within 10 %", close_rate)) if not ok]
+                                        ("durable windows sustained rate within 10 %", close_rate),
+                                        ("landed acks end to end (keys sent, acknowledged)", acks_working),
+                                        ("landed acks p99 within 10 %", close_p99_acks),
+                                        ("landed acks sustained rate within 10 %", close_rate_acks)) if not ok]
         print(f"targets missed: {', '.join(missed)}" if missed else "all targets met")
         return 1 if missed else 0
     finally:
-        for proc in (agent, agent_off, agent_nostate):
+        for proc in (agent, agent_off, agent_nostate, agent_noack):
             if proc is not None and proc.poll() is None:
                 proc.terminate()
                 try:
@@ -555,6 +676,7 @@ def main(argv: list[str] | None = None) -> int:
         local.stop()
         local_off.stop()
         local_nostate.stop()
+        local_noack.stop()
         cloud.stop()
 
 

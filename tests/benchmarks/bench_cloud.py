@@ -18,17 +18,32 @@
    of an earlier revision (--baseline) on the same landing zone, and the rate ingest
    lands events from 5 publishing gateways (the job keeps up with ingest when the
    ratio job/ingest is >= 1).
+4. Landed acknowledgements: ingest's rate (one worker, draining a backlog the broker
+   queued while it was stopped, as in 2) when every message carries a key (MQTT 5
+   Correlation Data, as an agent's do by default), so that ingest publishes a landed
+   acknowledgement per gateway after each group commit, against the same backlog without
+   keys (an agent with ``uplink.landed.mode: off``, or an older one). Each of the 5
+   gateways' publishing clients subscribes to its landed topic and counts the keys, as
+   the agent does. Rounds with and without keys alternate (ABBA), on a broker of their
+   own; the rate of a round is its events over the time from the first event received
+   (ingestTime) to the last landing-file write (mtime), so process start-up is left out.
+   Printed: each round, the mean rates, their ratio with a 90 % interval over the pairs of
+   rounds resampled, and ingest's CPU per event (target: with keys within 10 % of without).
 
     python tests/benchmarks/bench_cloud.py [--quick] [--job-only] [--job-copies N] [--baseline REV]
+    python tests/benchmarks/bench_cloud.py --acks-only [--quick] [--ack-rounds N]   # part 4 alone
 """
 from __future__ import annotations
 
 import argparse
+import json
+import random
 import re
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -36,12 +51,18 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import paho.mqtt.client as mqtt  # noqa: E402
+import psutil  # noqa: E402
 import yaml  # noqa: E402
 from broker_process import MosquittoBroker  # noqa: E402
 from cloud_harness import CloudProcess, landing_record, query, total_events, wait_for, write_config  # noqa: E402
 from cloud_workload import make_workload, publish  # noqa: E402
 from edgewave.cloud.landing import LandingZone, read_records  # noqa: E402
+from edgewave.shared import topics  # noqa: E402
+from edgewave.shared.events import encode_event  # noqa: E402
+from edgewave.shared.landed_acks import decode_landed, message_key  # noqa: E402
 from paho.mqtt.enums import CallbackAPIVersion  # noqa: E402
+from paho.mqtt.packettypes import PacketTypes  # noqa: E402
+from paho.mqtt.properties import Properties  # noqa: E402
 
 TARGET_DELAY_S = 10.0
 TARGET_JOB_RATE = 20_000
@@ -50,6 +71,8 @@ JOB_EVENTS = 30_000
 """Unique events of the workload the job's landing zone holds copies of."""
 BASELINE_REVISION = "6491339"
 """The revision whose job the throughput is compared against (--baseline)."""
+TARGET_ACK_COST = 0.10
+"""Ingest's rate with landed acknowledgements may be at most this much below its rate without."""
 
 
 ALARM = """PREFIX ex: <http://example.org/>
@@ -229,6 +252,164 @@ def ingest_drain_rate(tmp: Path, broker: MosquittoBroker, events: list[dict], wo
     return len(events) / elapsed
 
 
+class Gateways:
+    """One MQTT client per gateway publishing its events, as the agents would, each subscribed to its
+    landed topic and counting the keys ingest acknowledges there (shared/landed_acks.py)."""
+
+    def __init__(self, broker: MosquittoBroker, names: list[str]) -> None:
+        self.clients: dict[str, mqtt.Client] = {}
+        self.landed: dict[str, int] = {gw: 0 for gw in names}
+        self.ack_messages = 0
+        self.seq = 0
+        subscribed = []
+        for gw in names:
+            client = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, client_id=f"bench-acks-{gw}",
+                                 protocol=mqtt.MQTTv5)
+            client.max_inflight_messages_set(1000)
+            client.max_queued_messages_set(0)
+            done = threading.Event()
+            client.on_subscribe = lambda c, u, mid, rcs, p, done=done: done.set()
+            client.on_message = lambda c, u, msg, gw=gw: self._on_landed(gw, msg.payload)
+            client.connect(broker.host, broker.port)
+            client.loop_start()
+            client.subscribe(topics.landed_topic(gw), qos=1)
+            subscribed.append(done)
+            self.clients[gw] = client
+        if not all(done.wait(15) for done in subscribed):
+            raise RuntimeError("a gateway could not subscribe to its landed topic")
+
+    def _on_landed(self, gw: str, payload: bytes) -> None:
+        self.landed[gw] += len(decode_landed(payload))
+        self.ack_messages += 1
+
+    def keys_landed(self) -> int:
+        return sum(self.landed.values())
+
+    def publish(self, events: list[dict], keyed: bool) -> None:
+        """Every event in a message of its own, with a key like the agent's (``<outbox>:<seq>-<seq>``) or
+        without one; returns once the broker has acknowledged them all (PUBACK)."""
+        infos = []
+        for event in events:
+            gw = event["gateway"]
+            props = None
+            if keyed:
+                self.seq += 1
+                props = Properties(PacketTypes.PUBLISH)
+                props.CorrelationData = message_key(0xbe00 + int(gw[2:]), self.seq, self.seq)
+            infos.append(self.clients[gw].publish(topics.events_topic(gw), encode_event(event), qos=1,
+                                                  properties=props))
+        for info in infos:
+            info.wait_for_publish(timeout=120)
+            if not info.is_published():
+                raise RuntimeError("broker did not acknowledge a publish within 120 s")
+
+    def close(self) -> None:
+        for client in self.clients.values():
+            client.disconnect()
+            client.loop_stop()
+
+
+def _landed_lines(root: Path) -> tuple[int, float]:
+    """Records written under ``root`` (closed and open files) and the latest write's time."""
+    lines, last = 0, 0.0
+    for path in root.rglob("part-*"):
+        try:
+            lines += path.read_bytes().count(b"\n")
+            last = max(last, path.stat().st_mtime)
+        except FileNotFoundError:   # renamed by a roll meanwhile: counted under its new name next time
+            return -1, 0.0
+    return lines, last
+
+
+def _cpu(proc: psutil.Process) -> float:
+    times = proc.cpu_times()
+    return times.user + times.system
+
+
+def ack_round(tmp: Path, broker: MosquittoBroker, gateways: Gateways, events: list[dict], keyed: bool) -> dict:
+    """One drain by one ingest worker: events/s from the first receipt to the last write; CPU seconds per
+    event of ingest, the broker and this process (the gateways' clients) from the first record landed to
+    the last; ingest's share of a core meanwhile; the landed acknowledgements ingest published."""
+    tmp.mkdir()
+    config = write_config(tmp, broker, ingest={"roll_seconds": 1, "commit_interval_ms": 50},
+                          live_feed={"max_rows": 1000})
+    gateways.publish(events, keyed)
+    keys_before = gateways.keys_landed()
+    proc = CloudProcess(["ingest", "--config", str(config)], tmp / "ingest.log")
+    landing = tmp / "landing" / "events"
+    ingest, mosquitto, me = psutil.Process(proc.proc.pid), psutil.Process(broker.proc.pid), psutil.Process()
+    first_seen = None
+    try:
+        deadline = time.monotonic() + 600
+        while True:
+            count, last_write = _landed_lines(landing)
+            if first_seen is None and count > 0:
+                first_seen = (count, time.perf_counter(), _cpu(ingest), _cpu(mosquitto), _cpu(me))
+            if count >= len(events):
+                break
+            if time.monotonic() > deadline or not proc.running:
+                raise RuntimeError(f"ingest landed {count} of {len(events)} events; see {tmp / 'ingest.log'}")
+            time.sleep(0.25 if first_seen else 0.02)
+        end = (count, time.perf_counter(), _cpu(ingest), _cpu(mosquitto), _cpu(me))
+        if keyed:
+            wait_for(lambda: gateways.keys_landed() - keys_before >= len(events), 30, "every key acknowledged")
+    finally:
+        proc.stop()
+    first = min(json.loads(line)["ingestTime"] for path in landing.rglob("part-*")
+                for line in path.read_text().splitlines() if line)
+    found = re.search(r"landed_acks=(\d+)", proc.log())
+    drained = max(1, end[0] - first_seen[0])
+    return {"rate": len(events) / (last_write - first / 1000),
+            "ingest_cpu": (end[2] - first_seen[2]) / drained, "broker_cpu": (end[3] - first_seen[3]) / drained,
+            "bench_cpu": (end[4] - first_seen[4]) / drained,
+            "ingest_busy": (end[2] - first_seen[2]) / (end[1] - first_seen[1]),
+            "acks": int(found[1]) if found else -1}
+
+
+def landed_ack_rates(tmp: Path, events: int, rounds: int) -> dict:
+    """Part 4: ingest draining the same backlog with keys and without, in alternating rounds (ABBA)."""
+    broker = MosquittoBroker(tmp / "acks-broker").start()
+    backlog = make_workload(unique=events, duplicates=0, out_of_order=0, seed=6).sequence
+    gateways = Gateways(broker, sorted({e["gateway"] for e in backlog}))
+    results: dict[bool, list[dict]] = {True: [], False: []}
+    try:
+        # ingest's session subscribes once, so that the broker queues the backlog for it; a first
+        # drain, not counted, warms the broker, the page cache and the interpreter's files
+        (tmp / "acks-warm").mkdir()
+        warm = CloudProcess(["ingest", "--config", str(write_config(tmp / "acks-warm", broker))],
+                            tmp / "acks-warm" / "ingest.log")
+        wait_for(lambda: "ingest connected" in warm.log(), 30, "ingest to connect", alive=warm)
+        warm.stop()
+        ack_round(tmp / "acks-warm-drain", broker, gateways, backlog[:len(backlog) // 3], True)
+        for pair in range(rounds):
+            order = (True, False) if pair % 2 == 0 else (False, True)
+            for keyed in order:
+                r = ack_round(tmp / f"acks-{pair}-{'keys' if keyed else 'none'}", broker, gateways, backlog, keyed)
+                results[keyed].append(r)
+                print(f"  round {pair + 1}, {'with keys   ' if keyed else 'without keys'}: {r['rate']:,.0f} events/s; "
+                      f"CPU per event: ingest {r['ingest_cpu'] * 1e6:,.0f} us ({r['ingest_busy']:.0%} of a core), "
+                      f"broker {r['broker_cpu'] * 1e6:,.0f} us, gateways {r['bench_cpu'] * 1e6:,.0f} us; "
+                      f"{r['acks']:,} landed acknowledgements", flush=True)
+    finally:
+        gateways.close()
+        broker.stop()
+    on = [r["rate"] for r in results[True]]
+    off = [r["rate"] for r in results[False]]
+    rnd = random.Random(1)
+    ratios = []
+    for _ in range(2000):
+        chosen = [rnd.randrange(rounds) for _ in range(rounds)]
+        ratios.append(statistics.mean(on[i] for i in chosen) / statistics.mean(off[i] for i in chosen))
+    ratios.sort()
+    mean = {(keyed, name): statistics.mean(r[name] for r in results[keyed])
+            for keyed in (True, False) for name in ("ingest_cpu", "broker_cpu", "bench_cpu", "ingest_busy")}
+    return {"events": len(backlog), "on": on, "off": off, "mean": mean,
+            "acks": statistics.mean(r["acks"] for r in results[True]),
+            "acks_off": max(r["acks"] for r in results[False]),
+            "keys_landed": gateways.keys_landed(),
+            "ratio": statistics.mean(on) / statistics.mean(off),
+            "interval": (ratios[int(.05 * len(ratios))], ratios[int(.95 * len(ratios)) - 1])}
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer probes and events (about 4 minutes)")
@@ -238,7 +419,19 @@ def main(argv: list[str] | None = None) -> int:
                              "(default 4, 10 without --quick); batches are a quarter of it")
     parser.add_argument("--baseline", default=BASELINE_REVISION, metavar="REV",
                         help="the git revision whose job runs as the throughput baseline (default %(default)s)")
+    parser.add_argument("--acks-only", action="store_true", help="only landed acknowledgements (part 4)")
+    parser.add_argument("--ack-rounds", type=int, default=None, metavar="N",
+                        help="pairs of drains with and without keys in part 4 (default 2, 4 without --quick)")
     args = parser.parse_args(argv)
+    ack_events = 10_000 if args.quick else 30_000
+    ack_pairs = args.ack_rounds or (2 if args.quick else 4)
+    if args.acks_only:
+        with tempfile.TemporaryDirectory(prefix="bench-cloud-") as tmpdir:
+            print(f"landed acknowledgements: 1 ingest worker draining {ack_events:,} queued events, "
+                  f"with keys and without, {ack_pairs} pairs of rounds:", flush=True)
+            acks = landed_ack_rates(Path(tmpdir), ack_events, ack_pairs)
+        print()
+        return 0 if report_acks(acks) or args.quick else 1
     probes = 5 if args.quick else 15
     events = 30_000 if args.quick else 150_000
     copies = args.job_copies or (4 if args.quick else 10)
@@ -269,6 +462,11 @@ def main(argv: list[str] | None = None) -> int:
         baseline_rate = job_throughput(tmp / "job-baseline", landing, unique, files,
                                        baseline_source(tmp, args.baseline))
         job_rate = job_throughput(tmp / "job", landing, unique, files)
+        if not args.job_only:
+            print(f"landed acknowledgements: 1 ingest worker draining {ack_events:,} queued events, "
+                  f"with keys and without, {ack_pairs} pairs of rounds:", flush=True)
+            (tmp / "acks").mkdir()
+            acks = landed_ack_rates(tmp / "acks", ack_events, ack_pairs)
     print()
     if not args.job_only:
         print(f"end-to-end delay, observation to SQLite: p50 {statistics.median(to_sqlite):.2f} s, "
@@ -284,8 +482,30 @@ def main(argv: list[str] | None = None) -> int:
     if not args.job_only:
         print(f"  ingest landing rate from 5 gateways: {ingest_rate:,.0f} events/s; "
               f"job/ingest = {job_rate / ingest_rate:.2f}")
+    acks_ok = args.job_only or report_acks(acks)
     delay_ok = args.job_only or max(to_sqlite) < TARGET_DELAY_S
-    return 0 if delay_ok and (args.quick or job_rate >= TARGET_JOB_RATE) else 1
+    return 0 if delay_ok and (args.quick or (job_rate >= TARGET_JOB_RATE and acks_ok)) else 1
+
+
+def report_acks(acks: dict) -> bool:
+    """Print part 4's figures; whether ingest's rate with keys is within the target of its rate without."""
+    ok = acks["ratio"] >= 1 - TARGET_ACK_COST
+    low, high = acks["interval"]
+    print(f"ingest with landed acknowledgements (every message keyed): {statistics.mean(acks['on']):,.0f} events/s "
+          f"({', '.join(f'{r:,.0f}' for r in acks['on'])})")
+    print(f"  without (no keys): {statistics.mean(acks['off']):,.0f} events/s "
+          f"({', '.join(f'{r:,.0f}' for r in acks['off'])})")
+    print(f"  with / without = {acks['ratio']:.3f}, 90 % interval over the pairs of rounds {low:.3f} - {high:.3f} "
+          f"(target >= {1 - TARGET_ACK_COST:.2f}) {'OK' if ok else 'MISSED'}")
+    m = acks["mean"]
+    for label, name in (("ingest", "ingest_cpu"), ("broker", "broker_cpu"), ("gateways' clients", "bench_cpu")):
+        print(f"  CPU per event landed, {label}: {m[True, name] * 1e6:,.0f} us with keys, "
+              f"{m[False, name] * 1e6:,.0f} us without")
+    print(f"  ingest busy while draining: {m[True, 'ingest_busy']:.0%} of a core with keys, "
+          f"{m[False, 'ingest_busy']:.0%} without")
+    print(f"  landed acknowledgements per drain of {acks['events']:,} events: {acks['acks']:,.0f} "
+          f"(without keys: {acks['acks_off']}); keys the gateways received: {acks['keys_landed']:,}")
+    return ok
 
 
 if __name__ == "__main__":
