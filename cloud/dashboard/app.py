@@ -184,7 +184,7 @@ async def login(request: Request) -> Response:
         log.warning("dashboard login refused reason=csrf user=%s client=%s", name, address)
         return again("The form's security token is missing or stale: try again.", 403)
     limiter: LoginLimiter = request.app.state.limiter
-    wait = limiter.retry_after(name, address)
+    wait = limiter.attempt(name, address)      # counted as failed until verified good
     if wait is not None:
         log.warning("dashboard login refused reason=rate_limited user=%s client=%s retry_after_s=%.0f",
                     name, address, wait)
@@ -193,10 +193,9 @@ async def login(request: Request) -> Response:
     users: Users = request.app.state.users
     user = await run_in_threadpool(users.verify, name, password)
     if user is None:
-        failures = limiter.failed(name, address)
-        log.warning("dashboard login failed user=%s client=%s failures=%d", name, address, failures)
+        log.warning("dashboard login failed user=%s client=%s failures=%d", name, address, limiter.failures(name))
         return again("Wrong user name or password.", 401)
-    limiter.succeeded(name)
+    limiter.succeeded(name, address)
     await run_in_threadpool(start_session, request, user)
     log.info("dashboard login user=%s role=%s client=%s", user.name, user.role, address)
     return RedirectResponse(target, status_code=303)

@@ -119,28 +119,54 @@ class LoginLimiter:
         """Seconds until a login for ``user`` from ``address`` may be tried again; None if it may now."""
         now = time.monotonic() if now is None else now
         with self._lock:
-            waits = []
-            for key, limit in ((f"user:{user}", self.per_user), (f"addr:{address}", self.per_address)):
-                times = self._recent(key, now)
-                if len(times) >= limit:
-                    waits.append(times[len(times) - limit] + self.window_s - now)
-            return max(waits) if waits else None
+            return self._wait(user, address, now)
+
+    def _wait(self, user: str, address: str, now: float) -> float | None:
+        waits = []
+        for key, limit in ((f"user:{user}", self.per_user), (f"addr:{address}", self.per_address)):
+            times = self._recent(key, now)
+            if len(times) >= limit:
+                waits.append(times[len(times) - limit] + self.window_s - now)
+        return max(waits) if waits else None
+
+    def attempt(self, user: str, address: str, now: float | None = None) -> float | None:
+        """Before a password is verified: None, and the attempt is counted as failed until
+        ``succeeded`` says otherwise; or the seconds to wait, and nothing counted. Checking and
+        counting in one step is what holds the limit against concurrent attempts: each takes a
+        slot before the slow hash is verified, so no more than the limit are ever verified."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            wait = self._wait(user, address, now)
+            if wait is None:
+                self._count(user, address, now)
+            return wait
 
     def failed(self, user: str, address: str, now: float | None = None) -> int:
         """Count a failed login; returns the user name's failures within the window."""
         now = time.monotonic() if now is None else now
         with self._lock:
-            if len(self._failures) >= self.MAX_KEYS:
-                for key in list(self._failures):
-                    self._recent(key, now)
-            for key in (f"user:{user}", f"addr:{address}"):
-                self._failures.setdefault(key, deque()).append(now)
+            self._count(user, address, now)
             return len(self._failures[f"user:{user}"])
 
-    def succeeded(self, user: str) -> None:
-        """A good password clears the user's failures (not the address's: other names may be guessed from it)."""
+    def failures(self, user: str) -> int:
+        with self._lock:
+            return len(self._failures.get(f"user:{user}", ()))
+
+    def _count(self, user: str, address: str, now: float) -> None:
+        if len(self._failures) >= self.MAX_KEYS:
+            for key in list(self._failures):
+                self._recent(key, now)
+        for key in (f"user:{user}", f"addr:{address}"):
+            self._failures.setdefault(key, deque()).append(now)
+
+    def succeeded(self, user: str, address: str | None = None) -> None:
+        """A good password clears the user's failures (not the address's: other names may be
+        guessed from it), and the address's slot that ``attempt`` took for this login."""
         with self._lock:
             self._failures.pop(f"user:{user}", None)
+            times = self._failures.get(f"addr:{address}") if address is not None else None
+            if times:
+                times.pop()
 
 
 # -- sessions and CSRF -------------------------------------------------------------------------

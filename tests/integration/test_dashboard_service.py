@@ -222,3 +222,47 @@ def test_an_operator_pushes_a_config_from_the_gateway_page(tmp_path, mqtt_broker
         assert dashboard.stop(timeout=20) == 0, dashboard.log()[-3000:]
     assert received == [4]
     assert "dashboard push user=alice gateway=gw-ok version=4 status=applied" in dashboard.log()
+
+
+def test_concurrent_wrong_passwords_verify_at_most_the_limit_the_rest_get_429(tmp_path):
+    """Each attempt takes its place in the limit before the (slow) password hash is checked, so
+    fifteen wrong passwords sent at once are not all verified: at most
+    ``login_failures_per_user`` (5) are, and the others are refused with 429 unverified."""
+    import http.cookiejar
+    import re
+    import threading
+    import urllib.error
+    import urllib.parse
+
+    port = free_port()
+    config = write_dashboard_config(tmp_path, port)
+    dashboard = CloudProcess(["dashboard", "--config", str(config)], tmp_path / "dashboard.log")
+    try:
+        wait_until_serving(port, dashboard)
+        jar = http.cookiejar.CookieJar()
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+        form = opener.open(f"http://127.0.0.1:{port}/login", timeout=10).read().decode()
+        token = re.search(r'name="csrf_token" value="([^"]+)"', form)[1]
+        body = urllib.parse.urlencode({"username": "alice", "password": "wrong", "csrf_token": token}).encode()
+        statuses: list[int] = []
+        start = threading.Barrier(15)
+
+        def attempt() -> None:
+            start.wait()
+            try:
+                opener.open(urllib.request.Request(f"http://127.0.0.1:{port}/login", data=body), timeout=60)
+                statuses.append(200)
+            except urllib.error.HTTPError as exc:
+                statuses.append(exc.code)
+
+        threads = [threading.Thread(target=attempt) for _ in range(15)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(90)
+    finally:
+        assert dashboard.stop(timeout=20) == 0, dashboard.log()[-3000:]
+    assert len(statuses) == 15
+    assert statuses.count(401) <= 5 and statuses.count(429) >= 10, sorted(statuses)
+    assert set(statuses) <= {401, 429}
+    assert dashboard.log().count("dashboard login failed user=alice") == statuses.count(401)

@@ -58,3 +58,15 @@ def test_a_good_login_clears_the_users_failures_not_the_addresss():
     assert limiter.retry_after("alice", "10.0.0.2", now=2) is None
     limiter.failed("bob", "10.0.0.1", now=2)
     assert limiter.retry_after("carol", "10.0.0.1", now=3) is not None
+
+
+def test_an_attempt_takes_its_slot_before_verification_and_a_good_one_gives_it_back():
+    limiter = LoginLimiter(per_user=3, per_address=4, window_s=60)
+    assert [limiter.attempt("alice", "10.0.0.1", now=t) for t in (0, 0, 0)] == [None, None, None]
+    assert limiter.attempt("alice", "10.0.0.1", now=0) == pytest.approx(60)     # the fourth waits, uncounted
+    assert limiter.failures("alice") == 3
+    assert limiter.attempt("bob", "10.0.0.1", now=1) is None                    # the address's fourth slot
+    limiter.succeeded("bob", "10.0.0.1")                                        # bob's password was good
+    assert limiter.failures("bob") == 0
+    assert limiter.attempt("carol", "10.0.0.1", now=2) is None                  # so the slot is free again
+    assert limiter.attempt("dave", "10.0.0.1", now=2) is not None
