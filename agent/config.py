@@ -26,7 +26,7 @@ __all__ = ["AgentSettings", "BrokerSettings", "ConfigSettings", "EngineSettings"
            "settings_from_dict"]
 
 DEFAULT_STREAM_TEMPLATE = "http://example.org/stream/{stream}"
-_SEGMENT = re.compile(r"^[A-Za-z0-9_.\-]+$")
+_SEGMENT = re.compile(r"^[A-Za-z0-9_.\-]+\Z")
 
 
 @dataclass

@@ -236,7 +236,13 @@ class Fleet:
         if self.cloud_password_path().exists():
             users[self.conf.cloud_user] = hash_password(read_secret(self.cloud_password_path()))
             cloud_users.append(self.conf.cloud_user)
-        gateways = [r.gateway for r in self.records()]
+        gateways = []
+        for record in self.records():
+            if GATEWAY_ID.match(record.gateway):
+                gateways.append(record.gateway)
+            else:   # recorded before ids were checked whole (a final newline): no broker access
+                log.error("fleet event=gateway_id_invalid gateway=%r action='no broker user or ACL entries; "
+                          "gateway remove it'", record.gateway)
         for gateway in gateways:
             users[gateway] = hash_password(read_secret(self.conf.gateway_dir(gateway) / BROKER_PASSWORD))
         write_password_file(self.conf.password_file, users)

@@ -34,7 +34,7 @@ DEFAULT_WRITER = "w0"
 # Files written before writers had names (``part-<ms>-<n>-<random>.jsonl.inprogress``): the default writer
 # recovers them.
 _UNNAMED_WRITER = re.compile(r"^part-\d+-\d+-[0-9a-f]{8}\.jsonl\.inprogress$")
-_WRITER_NAME = re.compile(r"^[A-Za-z0-9_]{1,32}$")
+_WRITER_NAME = re.compile(r"^[A-Za-z0-9_]{1,32}\Z")
 
 
 def partition_for(ms: int) -> str:

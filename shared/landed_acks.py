@@ -34,8 +34,8 @@ MAX_KEYS_PER_MESSAGE = 2000
 MAX_ACK_BYTES = MAX_KEYS_PER_MESSAGE * (MAX_KEY_BYTES + 3) + 64
 """The largest acknowledgement the agent reads."""
 
-_KEY = re.compile(r"^([0-9a-f]{1,16}):([0-9]{1,19})-([0-9]{1,19})$")
-_PRINTABLE = re.compile(rb"^[\x21-\x7e]{1,%d}$" % MAX_KEY_BYTES)
+_KEY = re.compile(r"^([0-9a-f]{1,16}):([0-9]{1,19})-([0-9]{1,19})\Z")
+_PRINTABLE = re.compile(rb"^[\x21-\x7e]{1,%d}\Z" % MAX_KEY_BYTES)
 
 
 def message_key(outbox_id: int, first: int, last: int) -> bytes:

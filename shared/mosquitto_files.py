@@ -38,7 +38,7 @@ SALT_BYTES = 12
 
 # Gateway ids become MQTT user names and topic segments: no wildcards, no separators,
 # nothing a shell or YAML would read differently.
-GATEWAY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+GATEWAY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}\Z")   # \Z: "$" would accept a final newline
 
 
 def hash_password(password: str, *, salt: bytes | None = None, iterations: int = HASH_ITERATIONS) -> str:

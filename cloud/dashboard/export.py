@@ -113,7 +113,7 @@ def to_csv(table: Table) -> str:
     header, rows = table
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\r\n")
-    writer.writerow(header)
+    writer.writerow([_safe(name) for name in header])     # pattern names from the field head columns
     for row in rows:
         writer.writerow(["" if v is None else _safe(v) for v in row])
     return out.getvalue()

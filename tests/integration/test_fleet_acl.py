@@ -3,6 +3,7 @@ real Mosquitto, real password file ($7$ hashes written by edgewave) and ACL file
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 
 import pytest
@@ -199,3 +200,21 @@ def test_tls_init_keeps_an_existing_ca(tmp_path):
     cloud_cli("tls-init", "--dir", str(tmp_path / "tls"), "--name", "broker.example.org", "--name", "10.0.0.5")
     assert (tmp_path / "tls/ca.crt").read_bytes() == first
     assert (tmp_path / "tls/server.key").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_gateway_id_with_a_final_newline_is_refused_and_an_old_one_blocks_nothing(fleet):
+    """``$`` matched before a final newline, so `gateway add $'gw9\\n'` was accepted and then broke
+    every later add and remove. Now it is refused before anything is written; one recorded by an
+    older version gets no broker access, and the fleet goes on being provisioned and revoked."""
+    refused = fleet.cloud("gateway", "add", "gw9\n", check=False)
+    assert refused.returncode != 0 and "invalid gateway id" in refused.stderr
+    conn = sqlite3.connect(fleet.root / "cloud.db")
+    conn.execute("INSERT INTO fleet_gateways (gateway, added_ms, removed_ms, key_id, previous_key_id, "
+                 "overlap_until_ms, client_cert) VALUES (?, 0, NULL, 'k', NULL, NULL, 0)", ("gw8\n",))
+    conn.commit()
+    conn.close()
+    fleet.cloud("gateway", "add", "gwC")
+    fleet.cloud("gateway", "remove", "gwB")
+    acl = (fleet.root / "broker/acl").read_text()
+    assert "user gwC" in acl and "user gwB" not in acl and "gw8" not in acl
+    assert set(read_password_file(fleet.root / "broker/passwd")) == {"edgewave-cloud", "gwA", "gwC"}
