@@ -3,10 +3,15 @@
 Messages are already ``key=value`` (``outbox event=opened path=... pending=3``), so with
 this prefix an operator greps and parses the agent's, the cloud's and the simulator's
 logs the same way (journald, ``var/demo/*.log``). Times are UTC with milliseconds.
+
+A message is one line, whatever it quotes: control characters in it (a newline in a user
+name, a pattern name or a topic from the field) are written as escapes (``\\n``, ``\\x1b``),
+so no value can forge a line of its own. A traceback follows on lines of its own.
 """
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import time
 from typing import IO
@@ -14,6 +19,16 @@ from typing import IO
 __all__ = ["LEVELS", "KeyValueFormatter", "setup_logging"]
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    if char in _NAMED:
+        return _NAMED[char]
+    return f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
 
 
 class KeyValueFormatter(logging.Formatter):
@@ -23,8 +38,11 @@ class KeyValueFormatter(logging.Formatter):
     converter = time.gmtime
 
     def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        if _CONTROL.search(message):
+            message = _CONTROL.sub(_escape, message)
         line = (f"ts={self.formatTime(record, '%Y-%m-%dT%H:%M:%S')}.{int(record.msecs):03d}Z "
-                f"level={record.levelname} logger={record.name} {record.getMessage()}")
+                f"level={record.levelname} logger={record.name} {message}")
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
         if record.stack_info:

@@ -65,3 +65,20 @@ def test_the_clis_write_the_same_format(argv: list[str]) -> None:
     done = subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=120)
     logged = [line for line in done.stderr.splitlines() if line.startswith("ts=")]
     assert logged and all(LINE.fullmatch(line) for line in logged), done.stderr
+
+
+def test_a_value_from_the_field_cannot_forge_a_log_line():
+    """A user name, pattern name or topic may hold a newline or a terminal escape: the message
+    stays one line, the characters written as escapes; a traceback still follows on its own lines."""
+    out = io.StringIO()
+    setup_logging("INFO", out)
+    log = logging.getLogger("edgewave.test")
+    log.warning("dashboard login failed user=%s", "bob\nts=2026-01-01T00:00:00.000Z level=INFO forged\r\x1b[2J\u2028")
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        log.exception("failed item=%s", "a\tb")
+    lines = out.getvalue().splitlines()
+    assert len(lines) >= 3 and lines[0].endswith(
+        "user=bob\\nts=2026-01-01T00:00:00.000Z level=INFO forged\\r\\x1b[2J\\u2028")
+    assert lines[1].endswith("failed item=a\\tb") and lines[2] == "Traceback (most recent call last):"
