@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response, Stream
 
 from . import export
 from .alarms import ACKNOWLEDGED, ACTIVE, CLEARED, Alarm, AlarmError, AlarmStore
-from .auth import OPERATOR, current_user, form_for
+from .auth import OPERATOR, SessionWatch, current_user, form_for
 from .evidence import evidence_of
 from .history import History
 from .rendering import render
@@ -96,7 +96,8 @@ async def alarms_stream(request: Request) -> Response:
         nonlocal seen
         yield "retry: 2000\n\n"
         quiet = time.monotonic()
-        while not await request.is_disconnected():
+        session = SessionWatch(request)
+        while not await request.is_disconnected() and not await session.ended():
             if s.rev > seen:
                 rev = s.rev
                 changed = await run_in_threadpool(lambda: s.list(after_rev=seen, **args))

@@ -28,6 +28,7 @@ from typing import Any
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -233,6 +234,29 @@ def current_user(request: Request) -> User | None:
     if USER_SCOPE_KEY in request.scope:
         return request.scope[USER_SCOPE_KEY]
     return resolve_user(request)
+
+
+class SessionWatch:
+    """Whether a long-lived response's session still holds (a server-sent event stream):
+    looked up again every ``every_s``, so a stream ends within seconds of its user logging out,
+    being removed or changing password, instead of streaming on until the browser closes it.
+    The browser's EventSource then reconnects, gets 401 and stops."""
+
+    def __init__(self, request: Request, every_s: float = 2.0) -> None:
+        self.request = request
+        self.every_s = every_s
+        self._checked = time.monotonic()
+
+    async def ended(self) -> bool:
+        now = time.monotonic()
+        if now - self._checked < self.every_s:
+            return False
+        self._checked = now
+        self.request.scope.pop(USER_SCOPE_KEY, None)
+        user = await run_in_threadpool(resolve_user, self.request)
+        if user is None:
+            log.info("dashboard stream ended path=%s reason='session ended'", self.request.url.path)
+        return user is None
 
 
 def client_address(request: Request) -> str:

@@ -35,6 +35,7 @@ from edgewave.cloud.live_feed import read_feed
 
 from . import export
 from .alarms import match_time
+from .auth import SessionWatch
 from .bucketing import RangeError, TimeRange, parse_range
 from .evidence import evidence_of
 from .history import History
@@ -115,7 +116,8 @@ async def live_stream(request: Request) -> Response:
                     yield _message(item)
                 after = max([row["seq"] for row in top[:1] + newest[:1]], default=0)
             last_sent = time.monotonic()
-            while not await request.is_disconnected():
+            session = SessionWatch(request)
+            while not await request.is_disconnected() and not await session.ended():
                 items = follower.items_after(after, BATCH)
                 if items is None:     # further back than the follower's buffer: from the file
                     items = await run_in_threadpool(read_feed, path, after, BATCH)

@@ -1,10 +1,16 @@
 """The dashboard as a process: on a machine where the cloud never ran, and under `edgewave-cloud run`."""
 from __future__ import annotations
 
+import http.cookiejar
 import json
 import os
+import re
 import subprocess
 import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -228,12 +234,6 @@ def test_concurrent_wrong_passwords_verify_at_most_the_limit_the_rest_get_429(tm
     """Each attempt takes its place in the limit before the (slow) password hash is checked, so
     fifteen wrong passwords sent at once are not all verified: at most
     ``login_failures_per_user`` (5) are, and the others are refused with 429 unverified."""
-    import http.cookiejar
-    import re
-    import threading
-    import urllib.error
-    import urllib.parse
-
     port = free_port()
     config = write_dashboard_config(tmp_path, port)
     dashboard = CloudProcess(["dashboard", "--config", str(config)], tmp_path / "dashboard.log")
@@ -266,3 +266,40 @@ def test_concurrent_wrong_passwords_verify_at_most_the_limit_the_rest_get_429(tm
     assert statuses.count(401) <= 5 and statuses.count(429) >= 10, sorted(statuses)
     assert set(statuses) <= {401, 429}
     assert dashboard.log().count("dashboard login failed user=alice") == statuses.count(401)
+
+
+@pytest.mark.parametrize("stream", ["/api/live/stream", "/api/alarms/stream"])
+def test_a_live_stream_ends_when_its_session_is_logged_out(tmp_path, stream):
+    port = free_port()
+    config = write_dashboard_config(tmp_path, port)
+    dashboard = CloudProcess(["dashboard", "--config", str(config)], tmp_path / "dashboard.log")
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_serving(port, dashboard)
+        jar = http.cookiejar.CookieJar()
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+        token = re.search(r'name="csrf_token" value="([^"]+)"', opener.open(f"{base}/login").read().decode())[1]
+        opener.open(urllib.request.Request(f"{base}/login", data=urllib.parse.urlencode(
+            {"username": "alice", "password": PASSWORDS["alice"], "csrf_token": token}).encode()), timeout=30)
+        page = opener.open(f"{base}/gateways", timeout=30).read().decode()
+        token = re.search(r'name="csrf_token" value="([^"]+)"', page)[1]
+        response = opener.open(f"{base}{stream}", timeout=60)
+        assert response.status == 200
+        ended = threading.Event()
+
+        def read_to_end() -> None:
+            while response.readline():
+                pass
+            ended.set()
+
+        threading.Thread(target=read_to_end, daemon=True).start()
+        time.sleep(1.0)
+        assert not ended.is_set()                              # streaming while the session holds
+        opener.open(urllib.request.Request(f"{base}/logout", data=urllib.parse.urlencode(
+            {"csrf_token": token}).encode()), timeout=30)
+        assert ended.wait(15), "the stream went on after its session was logged out"
+        with pytest.raises(urllib.error.HTTPError) as refused:   # the browser's reconnect is refused
+            opener.open(f"{base}{stream}", timeout=30)
+        assert refused.value.code == 401
+    finally:
+        assert dashboard.stop(timeout=20) == 0, dashboard.log()[-3000:]
