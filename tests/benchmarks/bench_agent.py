@@ -48,16 +48,25 @@ Runs ``edgewave-agent run`` as a subprocess between two brokers it starts itself
    ingest does after a group commit, the keys of a group in one acknowledgement, a group
    closing 50 ms after its first message or at 500 keys (ingest's ``commit_interval_ms`` and
    ``commit_max_messages`` defaults). Printed: p50/p99, the agents' CPU and sustained rate
-   on and off (target: within 10 % of each other), the keys sent and acknowledged, and what
+   on and off (target: within 10 % of each other; the p50 on at most 10 % + 0.1 ms above off:
+   a delay every message waits for can hide in a pooled p99 that a few stalls of the other
+   agent's rounds set), the keys sent and acknowledged, and what
    each agent's status says (events landed, re-sent, unlanded, how it deletes: end_to_end
    for the first agent, puback for the fourth). Without acknowledgements an agent in auto
    mode would stop publishing after ``max_unlanded`` (5,000) events; every agent here is
    acknowledged.
 
-The full run takes about 15 minutes (four agents, twenty latency rounds of 5 s each, three
-stepped mixes, 60 s at the demo pace); ``--quick`` about 3.
+``--rate N`` runs the latency rounds (1, 5, 6, 7) at N completing msgs/s instead of 1,000:
+where one core of the machine is too slow for the agent to forward 1,000 events/s (its CPU
+near 100 % of a core in every round, the p50 in the hundreds of milliseconds), the latency
+is the queue's and the comparisons say nothing about what they compare; a rate at which
+the agent uses about a third of a core measures what the rounds were designed for. The
+printed target of the p99 then applies to that rate.
 
-    python tests/benchmarks/bench_agent.py [--quick]
+The full run takes about 11 minutes (four agents, twenty latency rounds of 5 s each, three
+stepped mixes, 60 s at the demo pace); ``--quick`` about 2.
+
+    python tests/benchmarks/bench_agent.py [--quick] [--rate N]
 """
 from __future__ import annotations
 
@@ -412,11 +421,11 @@ def start_agent(work: Path, gateway: str, local: MosquittoBroker, cloud: Mosquit
 
 
 def latency_round(pub: mqtt.Client, recv: Receiver, pid: int, seconds: float,
-                  first: int) -> tuple[list[float], int, MachineLoad]:
-    """1,000 completing msgs/s for ``seconds``: each one's latency (ms), how many never
+                  first: int, rate: float = 1000) -> tuple[list[float], int, MachineLoad]:
+    """``rate`` (1,000) completing msgs/s for ``seconds``: each one's latency (ms), how many never
     arrived, and the agent's CPU and the steal meanwhile."""
     machine = MachineLoad(pid)
-    sent = publish_paced(pub, 1000, seconds, lambda n: ("ew/in/alarm/s1", alarm(n), n), start_n=first)
+    sent = publish_paced(pub, rate, seconds, lambda n: ("ew/in/alarm/s1", alarm(n), n), start_n=first)
     machine.stop()
     wait_arrivals(recv, set(sent), 30)
     latencies = [(recv.arrivals[n] - t) * 1000 for n, t in sent.items() if n in recv.arrivals]
@@ -436,6 +445,9 @@ def warm_up(pub: mqtt.Client, recv: Receiver, work: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run")
+    parser.add_argument("--rate", type=int, default=1000, metavar="N",
+                        help="completing msgs/s of the latency rounds (default %(default)s; lower it where the "
+                             "agent cannot keep up, see the module docstring)")
     args = parser.parse_args(argv)
     latency_s = 2.0 if args.quick else 5.0
     latency_rounds = 1 if args.quick else 20
@@ -515,13 +527,13 @@ def main(argv: list[str] | None = None) -> int:
                  ("acks off", pub_noack, recv_noack, agent_noack.pid)]
         for round_no in range(latency_rounds):
             first = 1 + round_no * 100_000
-            sent = publish_paced(pub, 1000, baseline_s, lambda n: ("bench/raw", f'"{n}"'.encode(), n), start_n=first)
+            sent = publish_paced(pub, args.rate, baseline_s, lambda n: ("bench/raw", f'"{n}"'.encode(), n), start_n=first)
             wait_arrivals(base_recv, set(sent), 20)
             round_base = [(base_recv.arrivals[n] - t) * 1000 for n, t in sent.items() if n in base_recv.arrivals]
             base += round_base
             shift = round_no % len(turns)
             for name, turn_pub, turn_recv, pid in turns[shift:] + turns[:shift]:
-                round_lat, lost, machine = latency_round(turn_pub, turn_recv, pid, latency_s, first)
+                round_lat, lost, machine = latency_round(turn_pub, turn_recv, pid, latency_s, first, args.rate)
                 rounds[name].append(round_lat)
                 if name == "on":
                     missing += lost
@@ -567,7 +579,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{base_p99:>6.2f} / {p50:.2f}, {round_p99:<6.2f} agent CPU {agent_cpu:.0f} %, steal {steal:.1f} %")
         print(f"{'baseline broker publish->subscribe p50 / p99 (ms)':<52}"
               f"{percentile(base, .5):>6.2f} / {percentile(base, .99):<6.2f}{'(reference)':>16}")
-        print(f"{'agent publish->uplink p50 (ms) @1000 msg/s':<52}{percentile(lat, .5):>14.2f}{'':>16}")
+        print(f"{f'agent publish->uplink p50 (ms) @{args.rate} msg/s':<52}{percentile(lat, .5):>14.2f}{'':>16}")
         p99 = percentile(lat, .99)
         print(f"{f'agent publish->uplink p99 (ms), all {len(lat):,} msgs':<52}{p99:>14.2f}{'< 10':>16}"
               f"  {'OK' if p99 < 10 else 'MISSED'}")
@@ -633,7 +645,12 @@ def main(argv: list[str] | None = None) -> int:
                   f"{p50_na:>6.2f}, {p99_na:<6.2f} agent CPU {cpu_na:.0f} %, steal {steal_na:.1f} %")
         p99_na = percentile(lat_noack, .99)
         close_p99_acks = abs(p99 - p99_na) <= 0.1 * max(p99, p99_na)
-        print(f"{'landed acks on / off: p50 (ms)':<52}{percentile(lat, .5):>6.2f} / {percentile(lat_noack, .5):<6.2f}")
+        # the p50 too: a delay every message waits for (a wake-up's period) can leave the pooled
+        # p99s alike while the off agent's p99 comes from a few stalls of the machine
+        p50_on, p50_na = percentile(lat, .5), percentile(lat_noack, .5)
+        close_p50_acks = p50_on <= 1.1 * p50_na + 0.1
+        print(f"{'landed acks on / off: p50 (ms)':<52}{p50_on:>6.2f} / {p50_na:<6.2f}{'<= +10 % +0.1':>16}"
+              f"  {'OK' if close_p50_acks else 'MISSED'}")
         print(f"{'landed acks on / off: p99 (ms)':<52}{p99:>6.2f} / {p99_na:<6.2f}{'within 10 %':>16}"
               f"  {'OK' if close_p99_acks else 'MISSED'}")
         low, high = p99_ratio_interval(rounds["on"], rounds["acks off"])
@@ -660,6 +677,7 @@ def main(argv: list[str] | None = None) -> int:
                                         ("durable windows sustained rate within 10 %", close_rate),
                                         ("landed acks end to end (keys sent, acknowledged)", acks_working),
                                         ("landed acks p99 within 10 %", close_p99_acks),
+                                        ("landed acks p50 at most 10 % + 0.1 ms above off", close_p50_acks),
                                         ("landed acks sustained rate within 10 %", close_rate_acks)) if not ok]
         print(f"targets missed: {', '.join(missed)}" if missed else "all targets met")
         return 1 if missed else 0
