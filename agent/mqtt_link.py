@@ -34,7 +34,7 @@ from paho.mqtt.properties import Properties
 
 from edgewave.agent.network_loop import NetworkLoop
 from edgewave.shared.broker import ReconnectSettings, SessionBrokerSettings
-from edgewave.shared.mqtt_client import Will, new_client
+from edgewave.shared.mqtt_client import Will, new_client, send_at_once
 
 __all__ = ["Ack", "Backoff", "MessageHandler", "MqttLink", "Will"]
 
@@ -222,6 +222,7 @@ class MqttLink:
             log.warning("mqtt link=%s event=refused reason=%s", self.name, reason_code)
             return
         self._backoff.reset()
+        send_at_once(client)
         self.connects += 1
         session = bool(getattr(flags, "session_present", False))
         log.info("mqtt link=%s event=connected session_present=%s", self.name, session)

@@ -60,7 +60,7 @@ from edgewave.shared.broker import ReconnectSettings
 from edgewave.shared.events import EventError, decode_event, encode_event
 from edgewave.shared.landed_acks import echoable, encode_landed
 from edgewave.shared.log_limit import LogLimiter
-from edgewave.shared.mqtt_client import new_client
+from edgewave.shared.mqtt_client import new_client, send_at_once
 from edgewave.shared.uplink_batch import check_event, decode_batch, is_batch
 
 from .database import open_database, transaction
@@ -142,6 +142,7 @@ class Ingest:
         if reason_code.is_failure:
             log.error("ingest connect refused reason=%s", reason_code)
             return
+        send_at_once(client)       # PUBACKs and landed acknowledgements leave at once
         log.info("ingest connected worker=%d client_id=%s broker=%s:%d session_present=%s", self.worker,
                  self.client_id, self.settings.broker.host, self.settings.broker.port, flags.session_present)
         if flags.session_present:   # a session from before shared subscriptions: no second copy of each event

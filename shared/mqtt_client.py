@@ -9,6 +9,7 @@ talks MQTT installs it; the rest of ``edgewave.shared`` does not).
 """
 from __future__ import annotations
 
+import socket
 import ssl
 from dataclasses import dataclass
 
@@ -57,3 +58,19 @@ def new_client(broker: BrokerSettings, client_id: str, *, protocol: int = MQTT_V
     if max_inflight is not None:
         client.max_inflight_messages_set(max_inflight)
     return client
+
+
+def send_at_once(client: mqtt.Client) -> None:
+    """Turn Nagle's algorithm off on the client's connected socket (paho leaves it on).
+
+    With it on, a small packet written while an earlier one is unacknowledged waits for the
+    peer's delayed ACK, up to 40 ms on Linux: an agent that both publishes events and
+    acknowledges the landed acknowledgements it receives held every event up to that long.
+    Call it once connected (the socket is new after every reconnect)."""
+    sock = client.socket()
+    if sock is None:
+        return
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    except (OSError, AttributeError):
+        pass          # not a TCP socket (a Unix socket, a test double): nothing to turn off
