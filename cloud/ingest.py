@@ -330,6 +330,8 @@ class Ingest:
                 self._land(_checked(decode_event(msg.payload, limits), gateway, msg.topic), msg)
         elif kind == "status":
             status = parse_status(msg.payload, max_bytes=limits.max_bytes, max_depth=limits.max_depth)
+            if status.get("gateway") not in (None, gateway):
+                raise StatusError(f"status for gateway {str(status['gateway'])[:60]!r} published on {msg.topic}")
             if record_status(conn, gateway, status, msg.received_ms, retained=msg.retain):
                 self.counters["status"] += 1
         elif kind == "config/ack":

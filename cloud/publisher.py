@@ -9,6 +9,11 @@ QoS 1 on ``ew/<gw>/config``, so a gateway that is offline gets it when it
 reconnects. push-config then waits for the ack with that version on
 ``ew/<gw>/config/ack``. A push that times out stays retained and pending;
 ingest resolves it when the ack arrives later.
+
+Each gateway's push is its own: whatever goes wrong for one (no version left to
+give it, no signing key, the broker not taking its publish) is recorded for that
+gateway with the reason (``push_failures``; its pending push, if it had one, marked
+failed), printed (``gw1: not pushed: <reason>``), and the others are pushed all the same.
 """
 from __future__ import annotations
 
@@ -25,8 +30,8 @@ from edgewave.shared.configdoc import ConfigRejected, load_config_document, sign
 from edgewave.shared.mqtt_client import new_client
 
 from .database import open_database, transaction
-from .registry import (PUSH_TIMEOUT, AckError, ensure_registry_schema, parse_ack, record_ack, reserve_version,
-                       resolve_push)
+from .registry import (PUSH_TIMEOUT, AckError, PushError, ensure_registry_schema, parse_ack, record_ack,
+                       record_push_failure, reserve_version, resolve_push)
 from .settings import CloudSettings, SettingsError
 
 log = logging.getLogger(__name__)
@@ -35,6 +40,7 @@ EXIT_APPLIED = 0
 EXIT_REJECTED = 1
 EXIT_INVALID = 2
 EXIT_TIMEOUT = 3
+EXIT_FAILED = 4      # not pushed to some gateway (its failure recorded; the others were pushed)
 
 
 class InvalidDocument(ValueError):
@@ -45,13 +51,13 @@ class InvalidDocument(ValueError):
 class PushOutcome:
     gateway: str
     version: int | None
-    status: str  # applied | rejected | timeout | invalid
+    status: str  # applied | rejected | timeout | invalid | failed
     reason: str = ""
 
     @property
     def exit_code(self) -> int:
-        return {"applied": EXIT_APPLIED, "rejected": EXIT_REJECTED, "timeout": EXIT_TIMEOUT}.get(
-            self.status, EXIT_INVALID)
+        return {"applied": EXIT_APPLIED, "rejected": EXIT_REJECTED, "timeout": EXIT_TIMEOUT,
+                "failed": EXIT_FAILED}.get(self.status, EXIT_INVALID)
 
     def describe(self) -> str:
         if self.status == "applied":
@@ -60,6 +66,8 @@ class PushOutcome:
             return f"{self.gateway}: rejected version {self.version}: {self.reason}"
         if self.status == "timeout":
             return (f"{self.gateway}: no ack for version {self.version}: {self.reason}")
+        if self.status == "failed" and self.version is not None:
+            return f"{self.gateway}: not pushed (version {self.version}): {self.reason}"
         return f"{self.gateway}: not pushed: {self.reason}"
 
 
@@ -151,32 +159,64 @@ class AckWaiter:
 
 
 def push_config(settings: CloudSettings, gateways: list[str], path: Path, *, fmt: str | None = None,
-                timeout: float | None = None, out: Callable[[str], None] = print) -> list[PushOutcome]:
-    """Push one document to each gateway and wait for all their acks."""
+                timeout: float | None = None, out: Callable[[str], None] = print,
+                published: Callable[[list[str], list[PushOutcome]], None] | None = None) -> list[PushOutcome]:
+    """Push one document to each gateway and wait for all their acks.
+
+    Each gateway on its own: one that cannot be pushed to (no key, no version left, the publish
+    refused) gets a ``failed`` outcome, recorded and printed, and the others go on. ``published``
+    is told, once every publish is done, which gateways were published to and which failed.
+    """
     timeout = settings.push.ack_timeout_s if timeout is None else timeout
     try:
         text = path.read_text(encoding="utf-8-sig")   # a leading byte-order mark is dropped
         fmt = document_format(path, fmt)
         count = validate_document(text, fmt)
-        keys = {gw: settings.gateway_key(gw) for gw in gateways}
-    except (InvalidDocument, SettingsError, OSError, UnicodeDecodeError) as exc:
+    except (InvalidDocument, OSError, UnicodeDecodeError) as exc:
         reason = f"{path}: {exc}"
         log.error("push refused %s", reason)
         return [PushOutcome(gw, None, "invalid", reason) for gw in gateways]
+    keys: dict[str, str] = {}
+    outcomes: dict[str, PushOutcome] = {}
+    for gw in gateways:
+        try:
+            keys[gw] = settings.gateway_key(gw)
+        except (SettingsError, OSError, UnicodeDecodeError) as exc:
+            outcomes[gw] = PushOutcome(gw, None, "failed", str(exc))
+    if not keys:       # no gateway can be signed for: nothing is published or recorded (a configuration error)
+        log.error("push refused %s", "; ".join(o.reason for o in outcomes.values()))
+        return [PushOutcome(gw, None, "invalid", f"{path}: {outcomes[gw].reason}") for gw in gateways]
     log.info("push validated file=%s format=%s patterns=%d gateways=%s", path, fmt, count, ",".join(gateways))
 
     db = open_database(settings.database)
-    ensure_registry_schema(db)
-    waiter = AckWaiter(settings)
     try:
-        waiter.subscribe(gateways)
+        ensure_registry_schema(db)
+        waiter = AckWaiter(settings)
+    except BaseException:
+        db.conn.close()
+        raise
+    try:
+        for outcome in list(outcomes.values()):
+            _failed(db, outcome, out)
+        waiter.subscribe([gw for gw in gateways if gw in keys])
         pending: dict[str, int] = {}
         for gw in gateways:
-            version = reserve_version(db, gw, fmt, text, int(time.time() * 1000))
-            waiter.publish_retained(topics.config_topic(gw), sign_envelope(gw, version, text, fmt, keys[gw]))
+            if gw not in keys:
+                continue
+            version: int | None = None
+            try:
+                version = reserve_version(db, gw, fmt, text, int(time.time() * 1000))
+                waiter.publish_retained(topics.config_topic(gw), sign_envelope(gw, version, text, fmt, keys[gw]))
+            except Exception as exc:   # this gateway's push alone fails; the others go on
+                reason = str(exc) if isinstance(exc, (PushError, ConnectionError)) else \
+                    f"{type(exc).__name__}: {exc}"
+                outcomes[gw] = PushOutcome(gw, version, "failed", reason)
+                _failed(db, outcomes[gw], out)
+                continue
             pending[gw] = version
             log.info("push published gateway=%s version=%d topic=%s", gw, version, topics.config_topic(gw))
-        outcomes: dict[str, PushOutcome] = {}
+        if published is not None:
+            published(list(pending), [o for o in outcomes.values() if o.status == "failed"])
         deadline = time.monotonic() + timeout
         while pending and time.monotonic() < deadline:
             try:
@@ -204,6 +244,17 @@ def push_config(settings: CloudSettings, gateways: list[str], path: Path, *, fmt
     finally:
         waiter.close()
         db.conn.close()
+
+
+def _failed(db: Any, outcome: PushOutcome, out: Callable[[str], None]) -> None:
+    """Record, log and print one gateway's failed push."""
+    log.error("push failed gateway=%s version=%s reason=%r", outcome.gateway, outcome.version, outcome.reason)
+    try:
+        record_push_failure(db, outcome.gateway, outcome.reason, int(time.time() * 1000), outcome.version)
+    except Exception as exc:     # the database refusing too: the line printed still names it
+        log.error("push failure not recorded gateway=%s error=%r", outcome.gateway, str(exc))
+    out(outcome.describe())
+
 
 
 def exit_code(outcomes: list[PushOutcome]) -> int:

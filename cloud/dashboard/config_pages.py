@@ -10,7 +10,10 @@ Operator: POST /config/push (a document to one, several or all gateways),
 Every push goes through push-config's own code (cloud/publisher.py): the same
 validation before anything is published, the next version, the signature, the
 retained publish and the wait for the ack, in a background thread; the history
-shows it pending until the ack resolves it.
+shows it pending until the ack resolves it. Each gateway's push is its own: one
+that cannot be made (no version left for it, no signing key, the publish refused)
+is recorded for that gateway and shown on its row with the reason, and the
+others go ahead; the page after a push names the gateways it could not reach.
 """
 from __future__ import annotations
 
@@ -37,6 +40,9 @@ log = logging.getLogger("edgewave.cloud.dashboard.config")
 
 MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
 FORMATS = ("trig", "turtle")
+PUBLISH_WAIT_S = 5.0
+"""How long the push form waits for the publishes (not the acks) before it answers, so the page
+it redirects to can name the gateways that could not be pushed to."""
 
 
 def _now_ms() -> int:
@@ -67,8 +73,14 @@ def validate_for_push(settings: CloudSettings, gateways: list[str], text: bytes,
     if len(text) > MAX_DOCUMENT_BYTES:
         return f"the document is larger than {MAX_DOCUMENT_BYTES // (1024 * 1024)} MiB"
     try:
+        key_errors = []
         for gateway in gateways:
-            settings.gateway_key(gateway)
+            try:
+                settings.gateway_key(gateway)
+            except (SettingsError, OSError) as exc:
+                key_errors.append(str(exc))
+        if len(key_errors) == len(gateways):   # not one can be signed for; else only those fail, the rest go on
+            return key_errors[0]
         validate_document(text.decode("utf-8-sig"), fmt)
     except (InvalidDocument, SettingsError) as exc:
         return str(exc)
@@ -77,28 +89,76 @@ def validate_for_push(settings: CloudSettings, gateways: list[str], text: bytes,
     return None
 
 
-def start_push(settings: CloudSettings, gateways: list[str], text: bytes, fmt: str, user: str) -> threading.Thread:
+class PushThread(threading.Thread):
+    """A push in the background; ``published`` is set once every publish is done (or the push failed),
+    with ``pushed`` (the gateways published to) and ``failed`` ({gateway: reason}) filled in."""
+
+    def __init__(self, settings: CloudSettings, gateways: list[str], text: bytes, fmt: str, user: str) -> None:
+        super().__init__(name=f"push-{','.join(gateways)[:40]}", daemon=True)
+        self.settings, self.gateways, self.text, self.fmt, self.user = settings, gateways, text, fmt, user
+        self.published = threading.Event()
+        self.pushed: list[str] = []
+        self.failed: dict[str, str] = {}
+
+    def _published(self, pushed: list[str], failed: list[Any]) -> None:
+        self.pushed = list(pushed)
+        self.failed = {o.gateway: o.reason for o in failed}
+        self.published.set()
+
+    def run(self) -> None:
+        try:
+            _push(self)
+        finally:
+            self.published.set()
+
+
+def start_push(settings: CloudSettings, gateways: list[str], text: bytes, fmt: str, user: str) -> PushThread:
     """push-config's own code path in a background thread: version, record, sign, publish retained, wait for acks."""
-    thread = threading.Thread(target=_push, args=(settings, gateways, text, fmt, user),
-                              name=f"push-{','.join(gateways)[:40]}", daemon=True)
+    thread = PushThread(settings, gateways, text, fmt, user)
     thread.start()
     return thread
 
 
-def _push(settings: CloudSettings, gateways: list[str], text: bytes, fmt: str, user: str) -> None:
+def _push(job: PushThread) -> None:
+    from edgewave.cloud.database import open_database
     from edgewave.cloud.publisher import push_config
+    from edgewave.cloud.registry import record_push_failure
 
+    user, gateways = job.user, job.gateways
     with tempfile.TemporaryDirectory(prefix="edgewave-push-") as tmp:
-        path = Path(tmp) / f"config.{'trig' if fmt == 'trig' else 'ttl'}"
-        path.write_bytes(text)
+        path = Path(tmp) / f"config.{'trig' if job.fmt == 'trig' else 'ttl'}"
+        path.write_bytes(job.text)
         try:
-            outcomes = push_config(settings, gateways, path, fmt=fmt, out=lambda line: None)
-        except Exception as exc:  # the broker unreachable, the database busy: logged; the history shows the push
+            outcomes = push_config(job.settings, gateways, path, fmt=job.fmt, out=lambda line: None,
+                                   published=job._published)
+        except Exception as exc:  # the broker unreachable, the database busy: recorded for each gateway, shown
+            reason = f"not pushed: {type(exc).__name__}: {exc}"
             log.error("dashboard push failed user=%s gateways=%s error=%r", user, ",".join(gateways), str(exc))
+            try:
+                db = open_database(job.settings.database)
+                try:
+                    for gateway in gateways:
+                        if gateway not in job.pushed:
+                            record_push_failure(db, gateway, reason, _now_ms())
+                finally:
+                    db.conn.close()
+            except Exception as again:
+                log.error("dashboard push failure not recorded error=%r", str(again))
+            job.failed = {gw: reason for gw in gateways if gw not in job.pushed}
             return
     for outcome in outcomes:
         log.info("dashboard push user=%s gateway=%s version=%s status=%s reason=%r", user, outcome.gateway,
                  outcome.version, outcome.status, outcome.reason)
+        if outcome.status in ("failed", "invalid"):
+            job.failed.setdefault(outcome.gateway, outcome.reason)
+
+
+async def _await_publishes(job: PushThread) -> tuple[list[str], list[str]]:
+    """(gateways published to, gateways that failed), as far as known within PUBLISH_WAIT_S."""
+    await run_in_threadpool(job.published.wait, PUBLISH_WAIT_S)
+    failed = sorted(job.failed)
+    pushed = [gw for gw in job.gateways if gw not in job.failed]
+    return pushed, failed
 
 
 # -- pages ------------------------------------------------------------------------------------
@@ -116,6 +176,12 @@ def _known_gateways(request: Request, q: queries.Query) -> list[str]:
 def _fleet_context(request: Request, q: queries.Query, **extra: Any) -> dict[str, Any]:
     settings = _settings(request)
     latest = configs.latest_pushes(q)
+    for failure in queries.push_failures(q):
+        push = latest.get(failure.gateway)
+        if failure.version is None and (push is None or (push.pushed_ms or 0) <= failure.failed_ms):
+            # not pushed at all this time: the row says so, and why, instead of the push before
+            latest[failure.gateway] = configs.Push(failure.gateway, "–", "", "", failure.failed_ms,  # type: ignore[arg-type]
+                                                   "failed", failure.reason, failure.failed_ms)
     gateways = _known_gateways(request, q)
     rows = [{"gateway": gw, "applied": configs.applied_version(q, gw), "push": latest.get(gw)} for gw in gateways]
     source = request.query_params.get("from")    # "gw:version": start the editor from that document
@@ -137,8 +203,13 @@ def _fleet_context(request: Request, q: queries.Query, **extra: Any) -> dict[str
 
 
 def config_page(request: Request) -> Response:
+    failed = [gw for gw in request.query_params.get("failed", "").split(",") if gw]
     with _reader(request).query() as q:
         context = _fleet_context(request, q)
+        if failed:   # the reasons as recorded (never text from the address)
+            reasons = {f.gateway: f.reason for f in queries.push_failures(q)}
+            context["push_error"] = "Not pushed to " + "; ".join(
+                f"{gw}: {reasons.get(gw, 'see its row below')}" for gw in failed[:20])
     return render(request, "config.html", {**context, "pushed": request.query_params.get("pushed")})
 
 
@@ -160,8 +231,12 @@ async def push_form(request: Request) -> Response:
             context = _fleet_context(request, q)
         context.update(document=text.decode("utf-8", "replace"), format=fmt, chosen=set(gateways), push_error=error)
         return render(request, "config.html", context, 400)
-    start_push(settings, gateways, text, fmt, user.name if user else "")
-    return RedirectResponse(f"/config?pushed={quote(','.join(gateways))}", status_code=303)
+    job = start_push(settings, gateways, text, fmt, user.name if user else "")
+    pushed, failed = await _await_publishes(job)
+    target = f"/config?pushed={quote(','.join(pushed))}" if pushed else "/config?"
+    if failed:
+        target += f"&failed={quote(','.join(failed))}"
+    return RedirectResponse(target, status_code=303)
 
 
 def _gateway(request: Request, q: queries.Query) -> str:

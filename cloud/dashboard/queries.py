@@ -10,6 +10,11 @@ says the database is busy instead of slowing the writers down.
 A database that does not exist yet (the cloud never ran) or lacks a table (the
 Spark job has not committed its first batch) reads as empty: the pages show
 empty tables, not an error.
+
+What a gateway reported is read with a type check at every use, whatever is stored
+(ingest checks status documents against a schema, but a row written before it did, or
+by hand, must not make a page fail): a counter or outbox figure that is not an integer
+within 64 bits reads as unknown, a stored document that is not JSON as an empty one.
 """
 from __future__ import annotations
 
@@ -204,9 +209,9 @@ class GatewayRow:
     now_ms: int = 0
 
     @property
-    def counters(self) -> dict[str, Any]:
-        value = self.status.get("counters")
-        return value if isinstance(value, dict) else {}
+    def counters(self) -> dict[str, int]:
+        """The last status's counters that are integers (anything else stored is left out)."""
+        return _counters(self.status)
 
     @property
     def outbox(self) -> dict[str, Any]:
@@ -214,21 +219,22 @@ class GatewayRow:
         return value if isinstance(value, dict) else {}
 
     def counter(self, name: str) -> int | None:
-        value = self.counters.get(name)
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
+        return _int(self.counters.get(name))
+
+    def outbox_int(self, name: str) -> int | None:
+        return _int(self.outbox.get(name))
 
     @property
     def outbox_depth(self) -> int | None:
-        value = self.outbox.get("depth")
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
+        return self.outbox_int("depth")
 
     @property
     def oldest_unsent_ms(self) -> int | None:
         """Age of the oldest event still in the outbox, now: its age in the last status plus the time since."""
-        value = self.outbox.get("oldestAgeMs")
-        if not isinstance(value, int) or isinstance(value, bool) or self.last_seen_ms is None:
+        value = self.outbox_int("oldestAgeMs")
+        if value is None or type(self.last_seen_ms) is not int:
             return None
-        return value + max(0, self.now_ms - self.last_seen_ms)
+        return max(0, value) + max(0, self.now_ms - self.last_seen_ms)
 
     @property
     def drops(self) -> int | None:
@@ -266,14 +272,14 @@ def judge(row: GatewayRow, now_ms: int, offline_after_s: float, lagging_after_s:
     silent_ms = None if row.last_seen_ms is None else now_ms - row.last_seen_ms
     if row.last_seen_ms is None or not row.status:
         row.health, row.reason = NEVER_SEEN, "no status received yet"
-    elif (row.state or "").lower() == OFFLINE:
+    elif str(row.state or "").lower() == OFFLINE:
         row.health, row.reason = OFFLINE, "reported offline (graceful stop or Last Will)"
     elif silent_ms is not None and silent_ms > offline_after_s * 1000:
         row.health, row.reason = OFFLINE, f"no status for {format_duration(silent_ms)}"
     elif (row.oldest_unsent_ms or 0) > lagging_after_s * 1000:
         row.health, row.reason = LAGGING, f"oldest unsent event {format_duration(row.oldest_unsent_ms or 0)} old"
-    elif (row.outbox.get("unwritten") or 0) > 0:
-        row.health, row.reason = LAGGING, f"{row.outbox['unwritten']} events not written to disk"
+    elif (row.outbox_int("unwritten") or 0) > 0:
+        row.health, row.reason = LAGGING, f"{row.outbox_int('unwritten')} events not written to disk"
     elif row.outbox.get("landedAcks") == "older_cloud":
         row.health, row.reason = LAGGING, ("no landed acknowledgements reach it: events leave its outbox on "
                                            "the broker's PUBACK (check the broker's ACL file and ingest)")
@@ -285,11 +291,14 @@ def judge(row: GatewayRow, now_ms: int, offline_after_s: float, lagging_after_s:
 def gateway_rows(q: Query, now_ms: int, offline_after_s: float, lagging_after_s: float) -> list[GatewayRow]:
     """Every gateway (reported a status, or was pushed a config), those needing attention first."""
     rows: dict[str, GatewayRow] = {}
-    for gw, state, version, last_status, first_ms, last_ms in q.rows(
+    for found in q.rows(
             "SELECT gateway, state, config_version, last_status, first_seen_ms, last_seen_ms FROM gateways"):
-        rows[gw] = GatewayRow(gw, state, version, first_ms, last_ms, _status_dict(last_status))
+        row = _gateway_row(found)
+        if row is not None:
+            rows[row.gateway] = row
     for (gw,) in q.rows("SELECT DISTINCT gateway FROM config_pushes"):
-        rows.setdefault(gw, GatewayRow(gw, None, None, None, None))
+        if isinstance(gw, str):
+            rows.setdefault(gw, GatewayRow(gw, None, None, None, None))
     judged = [judge(r, now_ms, offline_after_s, lagging_after_s) for r in rows.values()]
     return sorted(judged, key=lambda r: (HEALTH_ORDER[r.health], r.gateway))
 
@@ -299,12 +308,10 @@ def gateway_row(q: Query, gateway: str, now_ms: int, offline_after_s: float,
     """One gateway, or None if the registry has never heard of it."""
     found = q.rows("""SELECT gateway, state, config_version, last_status, first_seen_ms, last_seen_ms
                       FROM gateways WHERE gateway = ?""", (gateway,))
-    if found:
-        gw, state, version, last_status, first_ms, last_ms = found[0]
-        row = GatewayRow(gw, state, version, first_ms, last_ms, _status_dict(last_status))
-    elif q.rows("SELECT 1 FROM config_pushes WHERE gateway = ? LIMIT 1", (gateway,)):
+    row = _gateway_row(found[0]) if found else None
+    if row is None and q.rows("SELECT 1 FROM config_pushes WHERE gateway = ? LIMIT 1", (gateway,)):
         row = GatewayRow(gateway, None, None, None, None)
-    else:
+    if row is None:
         return None
     return judge(row, now_ms, offline_after_s, lagging_after_s)
 
@@ -316,13 +323,12 @@ class HistoryRow:
     config_version: int | None
     status: dict[str, Any]
 
-    def counter(self, name: str) -> Any:
-        counters = self.status.get("counters")
-        return counters.get(name) if isinstance(counters, dict) else None
+    def counter(self, name: str) -> int | None:
+        return _counters(self.status).get(name)
 
-    def outbox(self, name: str) -> Any:
+    def outbox(self, name: str) -> int | None:
         outbox = self.status.get("outbox")
-        return outbox.get(name) if isinstance(outbox, dict) else None
+        return _int(outbox.get(name)) if isinstance(outbox, dict) else None
 
 
 def status_history(q: Query, gateway: str, limit: int = 200, before_ms: int | None = None) -> list[HistoryRow]:
@@ -330,21 +336,81 @@ def status_history(q: Query, gateway: str, limit: int = 200, before_ms: int | No
     rows = q.rows("""SELECT received_ms, state, config_version, payload FROM status_history
                      WHERE gateway = ? AND received_ms < ? ORDER BY received_ms DESC, id DESC LIMIT ?""",
                   (gateway, before_ms if before_ms is not None else 2 ** 62, limit))
-    return [HistoryRow(int(ms), state, version, _status_dict(payload)) for ms, state, version, payload in rows]
+    return [HistoryRow(ms, _str(state), _int(version), _status_dict(payload)) for ms, state, version, payload in rows
+            if type(ms) is int]
 
 
 def config_pushes(q: Query, gateway: str, limit: int = 50) -> list[tuple]:
-    """(version, status, reason, pushed_ms, resolved_ms, sha256) of a gateway's config pushes, newest first."""
-    return q.rows("""SELECT version, status, reason, pushed_ms, resolved_ms, sha256 FROM config_pushes
+    """(version, status, reason, pushed_ms, resolved_ms, sha256) of a gateway's config pushes, newest first.
+
+    A push that failed before it had a version (``push_failures``) is listed too, by its time, with
+    version "–" and status failed."""
+    rows = q.rows("""SELECT version, status, reason, pushed_ms, resolved_ms, sha256 FROM config_pushes
                      WHERE gateway = ? ORDER BY version DESC LIMIT ?""", (gateway, limit))
+    failures = [("–", "failed", f.reason, f.failed_ms, f.failed_ms, "") for f in push_failures(q, gateway, limit)
+                if f.version is None]
+    if not failures:
+        return rows
+    merged = sorted(rows + failures, key=lambda r: -(_int(r[3]) or 0))   # newest first, by when it was pushed
+    return merged[:limit]
 
 
-def _status_dict(text: str | None) -> dict[str, Any]:
-    if not text:
+@dataclass
+class PushFailure:
+    """A push that could not be made for one gateway (publisher.py records it; the others went ahead)."""
+
+    gateway: str
+    failed_ms: int
+    version: int | None
+    reason: str
+
+
+def push_failures(q: Query, gateway: str | None = None, limit: int = 50) -> list[PushFailure]:
+    """Failed pushes, newest first: one gateway's, or (``gateway`` None) each gateway's newest."""
+    if gateway is None:
+        rows = q.rows("""SELECT gateway, failed_ms, version, reason FROM push_failures f
+                         WHERE id = (SELECT MAX(id) FROM push_failures WHERE gateway = f.gateway)""")
+    else:
+        rows = q.rows("""SELECT gateway, failed_ms, version, reason FROM push_failures WHERE gateway = ?
+                         ORDER BY id DESC LIMIT ?""", (gateway, limit))
+    return [PushFailure(gw, ms, _int(version), str(reason or "")) for gw, ms, version, reason in rows
+            if isinstance(gw, str) and type(ms) is int]
+
+
+LONG_MIN, LONG_MAX = -(2 ** 63), 2 ** 63 - 1
+
+
+def _int(value: Any) -> int | None:
+    """``value`` if it is an integer within 64 bits (not a bool), else None."""
+    return value if type(value) is int and LONG_MIN <= value <= LONG_MAX else None
+
+
+def _str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _counters(status: dict[str, Any]) -> dict[str, int]:
+    value = status.get("counters")
+    if not isinstance(value, dict):
+        return {}
+    return {str(name): count for name, count in value.items() if _int(count) is not None}
+
+
+def _gateway_row(found: tuple) -> GatewayRow | None:
+    """A ``gateways`` row as read, each column type-checked (None where it is not what it should be)."""
+    gw, state, version, last_status, first_ms, last_ms = found
+    if not isinstance(gw, str):
+        return None
+    return GatewayRow(gw, _str(state), _int(version), _int(first_ms), _int(last_ms), _status_dict(last_status))
+
+
+def _status_dict(text: Any) -> dict[str, Any]:
+    """A stored status document; {} for anything that is not a JSON object (NaN and Infinity read as null)."""
+    if not text or not isinstance(text, (str, bytes)):
         return {}
     try:
-        value = json.loads(text)
-    except (TypeError, ValueError):
+        value = json.loads(text, parse_constant=lambda name: None)
+    except (TypeError, ValueError, RecursionError):
         return {}
     return value if isinstance(value, dict) else {}
 
