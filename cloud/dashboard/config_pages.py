@@ -149,8 +149,8 @@ def _push(job: PushThread) -> None:
     for outcome in outcomes:
         log.info("dashboard push user=%s gateway=%s version=%s status=%s reason=%r", user, outcome.gateway,
                  outcome.version, outcome.status, outcome.reason)
-        if outcome.status in ("failed", "invalid"):
-            job.failed.setdefault(outcome.gateway, outcome.reason)
+    # replaced whole, never changed in place: the request thread may be reading it
+    job.failed = {**{o.gateway: o.reason for o in outcomes if o.status in ("failed", "invalid")}, **job.failed}
 
 
 async def _await_publishes(job: PushThread) -> tuple[list[str], list[str]]:
@@ -162,6 +162,15 @@ async def _await_publishes(job: PushThread) -> tuple[list[str], list[str]]:
 
 
 # -- pages ------------------------------------------------------------------------------------
+
+def _applied_version(q: queries.Query, gateway: str) -> int | None:
+    """configs.applied_version, for whatever the registry holds: a stored version that is not a
+    number (a row written by hand, or before statuses were checked) reads as unknown."""
+    try:
+        return configs.applied_version(q, gateway)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
 
 def _known_gateways(request: Request, q: queries.Query) -> list[str]:
     """Every gateway the registry knows, and every one cloud.yaml or the fleet has a signing key for."""
@@ -183,7 +192,7 @@ def _fleet_context(request: Request, q: queries.Query, **extra: Any) -> dict[str
             latest[failure.gateway] = configs.Push(failure.gateway, "–", "", "", failure.failed_ms,  # type: ignore[arg-type]
                                                    "failed", failure.reason, failure.failed_ms)
     gateways = _known_gateways(request, q)
-    rows = [{"gateway": gw, "applied": configs.applied_version(q, gw), "push": latest.get(gw)} for gw in gateways]
+    rows = [{"gateway": gw, "applied": _applied_version(q, gw), "push": latest.get(gw)} for gw in gateways]
     source = request.query_params.get("from")    # "gw:version": start the editor from that document
     text, fmt = "", "trig"
     if source and ":" in source:
@@ -251,7 +260,7 @@ def gateway_config_page(request: Request) -> Response:
     raw = request.query_params.get("version")
     with _reader(request).query() as q:
         gateway = _gateway(request, q)
-        applied = configs.applied_version(q, gateway)
+        applied = _applied_version(q, gateway)
         history = configs.pushes(q, gateway)
         shown = int(raw) if raw and raw.isdigit() else applied
         found = configs.document(q, gateway, shown) if shown is not None else None

@@ -248,3 +248,13 @@ def test_rows_written_before_the_checks_read_typed(tmp_path, db, text):
         for name in ("messages_in", "matches", "dropped", "bytes_in", "x"):
             assert h.counter(name) is None or type(h.counter(name)) is int
         assert h.outbox("depth") is None or type(h.outbox("depth")) is int
+
+
+def test_the_configuration_pages_read_a_stored_version_that_is_not_a_number(tmp_path, db):
+    from edgewave.cloud.dashboard import config_pages
+
+    _store_raw(tmp_path / "cloud.db", "gw1", "{}", state="online", version="seven", last_ms=1)
+    _store_raw(tmp_path / "cloud.db", "gw2", "{}", state="online", version=LONG_MAX, last_ms=1)
+    with queries.Reader(tmp_path / "cloud.db").query() as q:
+        assert config_pages._applied_version(q, "gw1") is None
+        assert config_pages._applied_version(q, "gw2") == LONG_MAX

@@ -151,13 +151,14 @@ def test_rows_written_before_the_checks_make_no_page_fail(cloud, mqtt_broker):
         '{"outbox": {"oldestAgeMs": 1000000000000000000000000000000}}',
         "not json",
     ]
-    for text in stored:
+    for i, text in enumerate(stored):
+        version = LONG_MAX if i % 2 else "seven"
         conn = sqlite3.connect(db, timeout=30)
         with conn:
             conn.execute("""INSERT INTO gateways (gateway, state, config_version, last_status, first_seen_ms, last_seen_ms)
                             VALUES ('gw3', 'online', ?, ?, 1, strftime('%s','now') * 1000)
                             ON CONFLICT (gateway) DO UPDATE SET last_status = excluded.last_status,
-                                config_version = excluded.config_version""", (LONG_MAX, text))
+                                config_version = excluded.config_version""", (version, text))
             conn.execute("INSERT INTO status_history (gateway, received_ms, state, config_version, payload) "
                          "VALUES ('gw3', strftime('%s','now') * 1000, 'online', 'seven', ?)", (text,))
         conn.close()
