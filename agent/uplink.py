@@ -121,7 +121,6 @@ class Uplink:
         self._next_wait = 0.5
         self._hold_until = 0.0                       # after a broker refusal: wait before retrying
         self._probing = False                        # ... then one event at a time
-        self._undeleted: list[int] = []              # acknowledged, delete failed: retry
         self._tokens = float(max(1.0, min(max_rate_per_s, max_inflight)))
         self._tokens_at = time.monotonic()
 
@@ -258,8 +257,9 @@ class Uplink:
             self._process_acks()
 
     def _process_acks(self) -> None:
-        done: list[int] = []
-        landed: list[tuple[int, int]] = []
+        # The rows to delete, as seq ranges: a landed message's, or with PUBACK deleting, an
+        # acknowledged one's (a message's rows are all the outbox holds between its first and last).
+        gone: list[tuple[int, int]] = []
         end_to_end = self.landed.end_to_end
         now = time.monotonic()
         while True:
@@ -268,7 +268,7 @@ class Uplink:
             except queue.Empty:
                 break
             if mid is None:
-                landed += self.landed.landed_ranges(reason)
+                gone += self.landed.landed_ranges(reason)
                 continue
             seqs = self._inflight.pop(mid, None)
             size = self._sizes.pop(mid, 0)
@@ -288,24 +288,16 @@ class Uplink:
             if end_to_end:
                 self.landed.sent(self.landed.key(seqs[0], seqs[-1]), seqs[0], seqs[-1], len(seqs), now)
             else:
-                done.extend(seqs)
+                gone.append((seqs[0], seqs[-1]))
             self.forwarded += len(seqs)
             self.bytes_forwarded += size
-        if landed or self._undeleted_ranges:
-            self._delete_ranges(landed)
-        if done or self._undeleted:
-            # A failed delete (disk full) is retried with the next acks; the rows must not
-            # linger acknowledged-but-present, or a restart would send them again.
-            batch = self._undeleted + done
-            try:
-                self.outbox.delete(batch)
-                self._undeleted = []
-            except Exception:
-                self._undeleted = batch
-                raise
+        if gone or self._undeleted_ranges:
+            self._delete_ranges(gone)
 
     def _delete_ranges(self, ranges: list[tuple[int, int]]) -> None:
-        """Delete landed rows; a failed delete (disk full) is retried with the next ones."""
+        """Delete landed (or acknowledged) rows; a failed delete (disk full) is retried with the
+        next ones: the rows must not linger acknowledged-but-present, or a restart would send
+        them again."""
         batch = self._undeleted_ranges + ranges
         try:
             self.outbox.delete_ranges(batch)
