@@ -21,6 +21,7 @@ from edgewave.agent.mqtt_link import MessageHandler, MqttLink
 from edgewave.agent.network_loop import NetworkLoop
 from edgewave.agent.status import encode_status, status_document
 from edgewave.shared import topics
+from edgewave.shared.mosquitto_files import gateway_cloud_client_id
 from edgewave.shared.mqtt_client import Will
 
 
@@ -32,7 +33,7 @@ def cloud_link(settings: AgentSettings, loop: NetworkLoop, on_message: MessageHa
     subscriptions = [(topics.config_topic(gw), 1)]
     if s.uplink.landed.mode != LANDED_OFF:
         subscriptions.append((topics.landed_topic(gw), 1))
-    return MqttLink("cloud", s.cloud, s.reconnect, client_id=s.cloud.client_id or f"edgewave-{gw}-cloud",
+    return MqttLink("cloud", s.cloud, s.reconnect, client_id=s.cloud.client_id or gateway_cloud_client_id(gw),
                     persistent=True, will=Will(topics.status_topic(gw), offline, qos=1, retain=True),
                     subscriptions=subscriptions, on_message=on_message,
                     on_connected=on_connected, max_inflight=s.outbox.max_inflight, loop=loop)

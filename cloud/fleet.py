@@ -4,11 +4,11 @@ The cloud is the source of truth. For each gateway it keeps, under ``fleet.secre
 (0700, files 0600): the config-signing key (``config.key``, what push-config signs
 with), the gateway's cloud-broker password and its local broker's passwords, and
 during a key rotation the previous key. The ``fleet_gateways`` table in the cloud's
-database records who was provisioned, revoked and rotated when. From these the cloud
-broker's password and ACL files are written whole on every change, then the broker is
-told to re-read them (SIGHUP to ``fleet.broker_pid_file``, or
-``fleet.broker_reload_command``). Mosquitto disconnects a client whose user has gone
-from the password file when it re-reads it, and refuses it from then on.
+database records who was provisioned, revoked and rotated when. From these follow the
+cloud broker's users and roles (``broker_access.py``: Mosquitto's dynamic-security plugin):
+a running broker is changed through the plugin's control topic as the fleet's admin user
+(``dynsec_control.py``); it drops a removed gateway's connection and refuses it from then
+on. When no broker runs, the plugin's file is written for it to read when it starts.
 
 A bundle (``<gateway>.tar.gz``, 0600) is everything ``edgewave-agent install`` needs:
 ``agent.yaml`` (paths relative to the bundle), the key file(s), the broker passwords,
@@ -19,12 +19,10 @@ from __future__ import annotations
 
 import grp
 import io
+import json
 import logging
 import os
-import shlex
-import signal
 import shutil
-import subprocess
 import tarfile
 import time
 from dataclasses import dataclass
@@ -35,11 +33,13 @@ import yaml
 
 from edgewave.shared.config_keys import format_time, key_id
 from edgewave.shared.mosquitto_files import (GATEWAY_ID, LOCAL_AGENT_USER, LOCAL_SENSOR_USER, TlsListener,
-                                             broker_conf_text, cloud_acl_text, hash_password, local_acl_text,
-                                             write_password_file)
+                                             broker_conf_text, gateway_cloud_client_id, hash_password,
+                                             local_acl_text)
 from edgewave.shared.secret_files import ensure_private_dir, new_secret, read_secret, write_private
 
+from .broker_access import BrokerAccess, access_document, broker_access, find_plugin
 from .database import open_database, transaction
+from .dynsec_control import BrokerUnreachable, ControlError, DynsecControl, converge
 from .settings import CloudSettings, FleetSettings, SettingsError
 
 log = logging.getLogger("edgewave.cloud.fleet")
@@ -121,8 +121,8 @@ class Fleet:
     def add(self, gateway: str, *, client_cert: bool = False) -> Path:
         """Provision ``gateway``: broker user, ACL entries, signing key, bundle. Returns the bundle."""
         self._check_id(gateway)
-        if gateway == self.conf.cloud_user:
-            raise FleetError(f"{gateway} is the cloud's own broker user (fleet.cloud_user)")
+        if gateway in (self.conf.cloud_user, self.conf.admin_user):
+            raise FleetError(f"{gateway} is one of the cloud's own broker users (fleet.cloud_user, fleet.admin_user)")
         if self.record(gateway) is not None:
             raise FleetError(f"gateway {gateway} is already provisioned (gateway bundle {gateway} writes its "
                              f"bundle again; gateway remove {gateway} revokes it)")
@@ -147,22 +147,20 @@ class Fleet:
                          (gateway, _now_ms(), key_id(key), int(client_cert)))
             self._log(conn, gateway, "add", f"key_id={key_id(key)} client_cert={client_cert}")
         bundle = self.bundle(gateway)
-        self.write_broker_files()
-        self.reload_broker()
+        self.apply_access()
         log.info("fleet event=gateway_added gateway=%s key_id=%s client_cert=%s bundle=%s",
                  gateway, key_id(key), client_cert, bundle)
         return bundle
 
     def remove(self, gateway: str) -> None:
-        """Revoke ``gateway``: its user and ACL entries go, the broker re-reads them (and drops
-        the gateway's connection), its secrets and bundle are deleted."""
+        """Revoke ``gateway``: its broker user and role go (the broker drops its connection),
+        its secrets and bundle are deleted."""
         if self.record(gateway) is None:
             raise FleetError(f"gateway {gateway} is not provisioned")
         with transaction(self.db) as conn:
             conn.execute("UPDATE fleet_gateways SET removed_ms = ? WHERE gateway = ?", (_now_ms(), gateway))
             self._log(conn, gateway, "remove")
-        self.write_broker_files()
-        self.reload_broker()
+        self.apply_access()
         shutil.rmtree(self.conf.gateway_dir(gateway), ignore_errors=True)
         self.bundle_path(gateway).unlink(missing_ok=True)
         log.info("fleet event=gateway_removed gateway=%s", gateway)
@@ -193,18 +191,23 @@ class Fleet:
                  gateway, key_id(old), key_id(new), format_time(until_ms / 1000), bundle)
         return bundle
 
-    # -- the cloud broker's files ----------------------------------------------------------------
+    # -- the cloud broker's users and roles ------------------------------------------------------
     def cloud_password_path(self) -> Path:
         return Path(self.conf.secrets_dir) / "cloud-broker.password"
 
-    def init_broker(self) -> Path:
+    def admin_password_path(self) -> Path:
+        return Path(self.conf.secrets_dir) / "broker-admin.password"
+
+    def init_broker(self) -> tuple[Path, str]:
         """The cloud's own broker user (its password in the secrets dir; point
-        ``broker.password_file`` at it), the password and ACL files, and the broker's
-        configuration at ``fleet.broker_conf``. Safe to run again: an existing password stays."""
+        ``broker.password_file`` at it), the fleet's admin user, the dynamic-security file, and
+        the broker's configuration at ``fleet.broker_conf``. Safe to run again: existing
+        passwords stay, and a running broker is brought up to date through its control topic.
+        Returns the configuration's path and how the users reached the broker (``apply_access``)."""
         ensure_private_dir(self.conf.secrets_dir)
-        if not self.cloud_password_path().exists():
-            write_private(self.cloud_password_path(), new_secret() + "\n")
-        self.write_broker_files()
+        for path in (self.cloud_password_path(), self.admin_password_path()):
+            if not path.exists():
+                write_private(path, new_secret() + "\n")
         tls = None
         if self.conf.tls_cert or self.conf.tls_key:
             if not (self.conf.tls_ca and self.conf.tls_cert and self.conf.tls_key):
@@ -216,8 +219,12 @@ class Fleet:
         if self.conf.plain_listener:
             host, _, port = self.conf.plain_listener.rpartition(":")
             plain = (host or None, int(port))
-        text = broker_conf_text(password_file=str(Path(self.conf.password_file).resolve()),
-                                acl_file=str(Path(self.conf.acl_file).resolve()), plain_listener=plain, tls=tls,
+        try:
+            plugin = find_plugin(self.conf.dynsec_plugin)
+        except FileNotFoundError as exc:
+            raise FleetError(str(exc)) from exc
+        text = broker_conf_text(dynsec=(plugin, str(Path(self.conf.dynsec_file).resolve())),
+                                plain_listener=plain, tls=tls,
                                 persistence_location=(str(Path(self.conf.persistence_location).resolve())
                                                       if self.conf.persistence_location else None),
                                 pid_file=(str(Path(self.conf.broker_pid_file).resolve())
@@ -225,58 +232,76 @@ class Fleet:
         path = Path(self.conf.broker_conf)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-        log.info("fleet event=broker_initialised conf=%s password_file=%s acl_file=%s tls=%s",
-                 path, self.conf.password_file, self.conf.acl_file, tls is not None)
-        return path
+        how = self.apply_access(upgrading=True)
+        for legacy in ("password_file", "acl_file", "broker_reload_command"):
+            if getattr(self.conf, legacy):
+                log.warning("fleet event=setting_unused setting=fleet.%s reason='the cloud broker's users and "
+                            "ACLs are in fleet.dynsec_file now: remove the setting (and the old files)'", legacy)
+        log.info("fleet event=broker_initialised conf=%s dynsec_file=%s plugin=%s tls=%s users=%s",
+                 path, self.conf.dynsec_file, plugin, tls is not None, how)
+        return path, how
 
-    def write_broker_files(self) -> None:
-        """The password and ACL files from the registry: the cloud's user and every active gateway."""
-        users: dict[str, str] = {}
-        cloud_users: list[str] = []
+    def wanted_access(self) -> BrokerAccess:
+        """The admin, the cloud's user (once broker-init made its password) and every active gateway."""
+        admin = self.admin_password_path()
+        if not admin.exists():
+            ensure_private_dir(self.conf.secrets_dir)
+            write_private(admin, new_secret() + "\n")
+        cloud = None
         if self.cloud_password_path().exists():
-            users[self.conf.cloud_user] = hash_password(read_secret(self.cloud_password_path()))
-            cloud_users.append(self.conf.cloud_user)
-        gateways = []
+            cloud = (self.conf.cloud_user, read_secret(self.cloud_password_path()))
+        gateways = {}
         for record in self.records():
             if GATEWAY_ID.match(record.gateway):
-                gateways.append(record.gateway)
+                gateways[record.gateway] = read_secret(self.conf.gateway_dir(record.gateway) / BROKER_PASSWORD)
             else:   # recorded before ids were checked whole (a final newline): no broker access
-                log.error("fleet event=gateway_id_invalid gateway=%r action='no broker user or ACL entries; "
+                log.error("fleet event=gateway_id_invalid gateway=%r action='no broker user or role; "
                           "gateway remove it'", record.gateway)
-        for gateway in gateways:
-            users[gateway] = hash_password(read_secret(self.conf.gateway_dir(gateway) / BROKER_PASSWORD))
-        write_password_file(self.conf.password_file, users)
-        write_private(self.conf.acl_file, cloud_acl_text(cloud_users, gateways))
-        if self.conf.broker_group:
-            # Mosquitto reads both after dropping privileges to its own user (and on SIGHUP).
-            gid = grp.getgrnam(self.conf.broker_group).gr_gid
-            for path in (self.conf.password_file, self.conf.acl_file):
-                os.chown(path, -1, gid)
-                os.chmod(path, 0o640)
+        return broker_access(admin=(self.conf.admin_user, read_secret(admin)), cloud=cloud, gateways=gateways)
 
-    def reload_broker(self) -> bool:
-        """Make the broker re-read its password and ACL files; False when nothing is configured."""
-        if self.conf.broker_reload_command:
-            subprocess.run(shlex.split(self.conf.broker_reload_command), check=True, timeout=60)
-            log.info("fleet event=broker_reloaded how=command")
-            return True
-        if self.conf.broker_pid_file:
-            try:
-                pid = int(Path(self.conf.broker_pid_file).read_text().strip())
-                os.kill(pid, signal.SIGHUP)
-            except (FileNotFoundError, ProcessLookupError) as exc:
-                # Not running: it reads the files when it starts.
-                log.warning("fleet event=broker_not_reloaded reason='broker not running' pid_file=%s error=%r",
-                            self.conf.broker_pid_file, str(exc))
-                return False
-            except (OSError, ValueError) as exc:
-                raise FleetError(f"cannot reload the broker through fleet.broker_pid_file "
-                                 f"{self.conf.broker_pid_file}: {exc}") from exc
-            log.info("fleet event=broker_reloaded how=sighup pid=%d", pid)
-            return True
-        log.warning("fleet event=broker_not_reloaded reason='neither fleet.broker_pid_file nor "
-                    "fleet.broker_reload_command is set: reload the broker (SIGHUP) yourself'")
-        return False
+    def apply_access(self, *, upgrading: bool = False) -> str:
+        """Bring the broker's users and roles to what the registry says.
+
+        A running broker is changed through its control topic (it rewrites its file itself):
+        returns ``broker``. When there is no connection to the broker's address (not running),
+        the file is written for it to read when it starts: ``file``; a broker that runs but
+        cannot be reached from here does not get the change (the log and the CLI say so). A
+        broker that answers but refuses the admin runs a configuration from before broker-init:
+        with ``upgrading`` (broker-init) the file is written and the broker
+        must be restarted on the new configuration (``restart``); otherwise a FleetError says so."""
+        access = self.wanted_access()
+        try:
+            with DynsecControl(self.settings.broker, self.conf.admin_user,
+                               read_secret(self.admin_password_path())) as control:
+                converge(control, access)
+            return "broker"
+        except BrokerUnreachable as exc:
+            self.write_access_file(access)
+            log.warning("fleet event=broker_file_written file=%s reason=%r note='a broker running elsewhere "
+                        "does not have this change; it reads the file when it starts'",
+                        self.conf.dynsec_file, str(exc))
+            return "file"
+        except ControlError as exc:
+            if not upgrading:
+                raise FleetError(f"the registry is updated but the broker is not: {exc}; once the broker runs "
+                                 f"the configuration broker-init writes, run `edgewave-cloud broker-init`") from exc
+            self.write_access_file(access)
+            log.warning("fleet event=broker_restart_needed file=%s reason=%r action='restart the broker on %s'",
+                        self.conf.dynsec_file, str(exc), self.conf.broker_conf)
+            return "restart"
+
+    def write_access_file(self, access: BrokerAccess) -> None:
+        """The plugin's file (0600; 0660 in ``fleet.broker_group``, whose directory the broker
+        must be able to write: it saves the file through a new one beside it)."""
+        path = Path(self.conf.dynsec_file)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_private(path, json.dumps(access_document(access), indent=1) + "\n")
+        if self.conf.broker_group:
+            gid = grp.getgrnam(self.conf.broker_group).gr_gid
+            os.chown(path.parent, -1, gid)
+            os.chmod(path.parent, 0o770)
+            os.chown(path, -1, gid)
+            os.chmod(path, 0o660)
 
     # -- bundles -----------------------------------------------------------------------------------
     def bundle_path(self, gateway: str) -> Path:
@@ -310,6 +335,7 @@ class Fleet:
             config["key_file"] = add("config.key", (directory / "config.key").read_bytes())
         cloud: dict[str, Any] = {"host": self.conf.public_host or self.settings.broker.host,
                                  "port": self.conf.public_port, "username": gateway,
+                                 "client_id": gateway_cloud_client_id(gateway),   # the only one it may use
                                  "password_file": add("cloud.password", (directory / BROKER_PASSWORD).read_bytes())}
         tls: dict[str, Any] = {}
         if self.conf.tls_ca:
@@ -364,7 +390,8 @@ class Fleet:
 
 
 def open_fleet(settings: CloudSettings) -> Fleet:
-    """The fleet of ``settings``; a SettingsError when the cloud user's name could be a gateway's."""
-    if GATEWAY_ID.match(settings.fleet.cloud_user) is None:
-        raise SettingsError(f"fleet.cloud_user {settings.fleet.cloud_user!r} is not a valid MQTT user name here")
+    """The fleet of ``settings``; a SettingsError when a cloud user's name is not one a gateway could have."""
+    for key in ("cloud_user", "admin_user"):
+        if GATEWAY_ID.match(getattr(settings.fleet, key)) is None:
+            raise SettingsError(f"fleet.{key} {getattr(settings.fleet, key)!r} is not a valid MQTT user name here")
     return Fleet(settings)

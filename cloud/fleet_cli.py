@@ -31,17 +31,18 @@ def add_parsers(sub: argparse._SubParsersAction, default_config: str) -> None:
     tls.add_argument("--name", action="append", required=True,
                      help="DNS name or IP address gateways reach the broker by (repeatable; the first is its CN)")
 
-    broker = sub.add_parser("broker-init", help="the cloud's broker user, password and ACL files, broker config")
+    broker = sub.add_parser("broker-init", help="the cloud's broker users and roles (dynamic security) and broker "
+                                                        "config; run again to upgrade or re-sync")
     broker.add_argument("--config", default=default_config)
 
     gateway = sub.add_parser("gateway", help="provision, revoke or re-key a gateway")
     actions = gateway.add_subparsers(dest="action", required=True)
-    add = actions.add_parser("add", help="broker user, ACL entries, signing key and bundle for a new gateway")
+    add = actions.add_parser("add", help="broker user and role, signing key and bundle for a new gateway")
     add.add_argument("gateway")
     add.add_argument("--client-cert", action="store_true", help="also issue a client certificate (mutual TLS)")
     add.add_argument("--exist-ok", action="store_true",
                      help="a gateway already provisioned is not an error: its bundle is written again")
-    remove = actions.add_parser("remove", help="revoke a gateway: user and ACL entries gone, broker reloaded")
+    remove = actions.add_parser("remove", help="revoke a gateway: its broker user, role and connection go")
     remove.add_argument("gateway")
     rotate = actions.add_parser("rotate-key", help="a new config-signing key, the old one valid for an overlap")
     rotate.add_argument("gateway")
@@ -76,8 +77,12 @@ def run(args: argparse.Namespace) -> int:
         return refuse(str(exc))
     try:
         if args.command == "broker-init":
-            conf = fleet.init_broker()
+            conf, how = fleet.init_broker()
             print(f"broker config: {conf}")
+            print({"broker": "broker users and roles: brought up to date on the running broker",
+                   "file": f"broker users and roles: {settings.fleet.dynsec_file} (read when the broker starts)",
+                   "restart": f"broker users and roles: {settings.fleet.dynsec_file}; the running broker has an "
+                              f"older configuration: restart it on {conf}"}[how])
             print(f"cloud broker user: {settings.fleet.cloud_user} (password in {fleet.cloud_password_path()}; "
                   f"set broker.username and broker.password_file to these)")
             return 0
@@ -96,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
                   f"`edgewave-agent install --bundle {path.name}` there)")
         elif args.action == "remove":
             fleet.remove(args.gateway)
-            print(f"{args.gateway}: revoked; its broker user and ACL entries are gone")
+            print(f"{args.gateway}: revoked; its broker user and role are gone")
         elif args.action == "rotate-key":
             overlap = None if args.overlap_hours is None else args.overlap_hours * 3600
             path = fleet.rotate_key(args.gateway, overlap)

@@ -85,18 +85,18 @@ class GatewaySettings:
 
 @dataclass
 class FleetSettings:
-    """Provisioning (`edgewave-cloud gateway add/remove/rotate-key`, `broker-init`): where the
-    cloud broker's password and ACL files are, how to make the broker re-read them, and what
-    goes into a gateway's bundle."""
+    """Provisioning (`edgewave-cloud gateway add/remove/rotate-key`, `broker-init`): the cloud
+    broker's dynamic-security file and plugin, its admin user, and what goes into a gateway's
+    bundle."""
 
     secrets_dir: str = "var/cloud/secrets"           # 0700; per gateway: config.key, broker password (0600)
     bundles_dir: str = "var/cloud/bundles"           # <gateway>.tar.gz, mode 0600: carry it to the gateway
-    password_file: str = "var/cloud/broker/passwd"   # the cloud broker's password_file
-    acl_file: str = "var/cloud/broker/acl"           # the cloud broker's acl_file
-    broker_group: str | None = None                  # group the broker runs as: its two files then 0640
+    dynsec_file: str = "var/cloud/broker/dynamic-security.json"   # the plugin's file (the broker rewrites it)
+    dynsec_plugin: str = "auto"                      # path of mosquitto_dynamic_security.so; auto: look here
+    admin_user: str = "edgewave-admin"               # changes users and roles on the running broker
+    broker_group: str | None = None                  # group the broker runs as: the file 0660, its dir 0770
     broker_conf: str = "var/cloud/broker/mosquitto.conf"   # written by broker-init
-    broker_pid_file: str | None = None               # reload: SIGHUP the pid in this file ...
-    broker_reload_command: str | None = None         # ... or run this (e.g. "systemctl reload mosquitto")
+    broker_pid_file: str | None = None               # the broker's pid_file (broker-init writes it in)
     cloud_user: str = "edgewave-cloud"               # the broker user of ingest, push-config, dashboard
     public_host: str | None = None                   # the cloud broker as gateways reach it (default broker.host)
     public_port: int = 8883                          # its TLS listener
@@ -107,6 +107,11 @@ class FleetSettings:
     require_client_certificate: bool = False         # mutual TLS on the gateways' listener
     plain_listener: str | None = "127.0.0.1:1883"    # host:port without TLS for the cloud's own services; null: none
     persistence_location: str | None = None          # the broker's persistence directory (broker-init)
+    # Settings of the password-file setup that dynamic security replaced: accepted so that an
+    # existing cloud.yaml loads; broker-init warns while they are set.
+    password_file: str | None = None
+    acl_file: str | None = None
+    broker_reload_command: str | None = None
     key_overlap_s: float = 7 * 86400.0               # rotate-key: how long the old signing key still verifies
 
     def gateway_dir(self, gateway: str) -> Path:
@@ -249,6 +254,8 @@ def _checked(settings: CloudSettings, read_secrets: bool) -> CloudSettings:
         raise SettingsError("ingest.limits: every limit must be at least 1")
     if limits.max_depth < 4:
         raise SettingsError("ingest.limits.max_depth must be at least 4: an event nests 4 deep (entailed axioms)")
+    if settings.fleet.admin_user == settings.fleet.cloud_user:
+        raise SettingsError("fleet.admin_user and fleet.cloud_user must be different users")
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", settings.ingest.share_group):
         raise SettingsError("ingest.share_group: letters, digits, '_', '.', '-' only (no '/', '+', '#')")
     return settings

@@ -1,9 +1,9 @@
 """Mosquitto's own files: password file, ACL file, broker configuration.
 
-Both brokers of edgewave are Mosquitto 2. The cloud writes the cloud broker's files
-when it provisions or revokes a gateway, and a gateway's bundle carries its local
-broker's. Mosquitto re-reads the password and ACL files on SIGHUP, so neither needs a
-restart.
+Both brokers of edgewave are Mosquitto 2. A gateway's bundle carries its local broker's
+password and ACL files (Mosquitto re-reads them on SIGHUP). The cloud broker's users and
+ACLs are held by Mosquitto's dynamic-security plugin instead (cloud/broker_access.py says
+why); its configuration comes from here too.
 
 Password hashes are Mosquitto 2's ``$7$`` format (what ``mosquitto_passwd`` writes):
 ``$7$<iterations>$<base64 salt>$<base64 PBKDF2-HMAC-SHA512>``, 12-byte salt, 64-byte
@@ -12,19 +12,13 @@ hash. It is computed here so neither the cloud's container nor a gateway needs t
 passwords edgewave generates are 256 random bits, which no stretching makes harder to
 guess, and the broker runs the hash on every connect.
 
-ACLs: a gateway's user may publish only ``ew/<itself>/events``, ``/status`` (also its
-Last Will) and ``/config/ack``, and read only ``ew/<itself>/config`` and ingest's
-acknowledgements of its events, ``ew/<itself>/events/landed``. Each gateway gets
-explicit ``user`` lines rather than ``pattern ... %u`` lines, because Mosquitto applies
-pattern lines to every user, the cloud's own included, and because revoking a gateway
-should remove everything that names it. The gateway's local broker, whose users are
-fixed, uses ``pattern`` lines with ``%u`` for what every one of its users may do.
+The gateway's local broker, whose users are fixed, uses ``pattern`` lines with ``%u`` for
+what every one of its users may do.
 """
 from __future__ import annotations
 
 import base64
 import hashlib
-import hmac
 import os
 import re
 from dataclasses import dataclass
@@ -41,34 +35,22 @@ SALT_BYTES = 12
 GATEWAY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}\Z")   # \Z: "$" would accept a final newline
 
 
+def gateway_cloud_client_id(gateway: str) -> str:
+    """The one client id a gateway's agent may connect to the cloud broker with."""
+    return f"edgewave-{gateway}-cloud"
+
+
+def password_digest(password: str, salt: bytes, iterations: int = HASH_ITERATIONS) -> bytes:
+    """PBKDF2-HMAC-SHA512, 64 bytes: what Mosquitto's password file and its dynamic-security
+    plugin both store (with a 12-byte salt)."""
+    return hashlib.pbkdf2_hmac("sha512", password.encode(), salt, iterations, dklen=64)
+
+
 def hash_password(password: str, *, salt: bytes | None = None, iterations: int = HASH_ITERATIONS) -> str:
     """The ``$7$`` PBKDF2-SHA512 hash Mosquitto 2 checks ``password`` against."""
     salt = os.urandom(SALT_BYTES) if salt is None else salt
-    digest = hashlib.pbkdf2_hmac("sha512", password.encode(), salt, iterations, dklen=64)
+    digest = password_digest(password, salt, iterations)
     return f"$7${iterations}${base64.b64encode(salt).decode()}${base64.b64encode(digest).decode()}"
-
-
-def check_password(password: str, encoded: str) -> bool:
-    """True when ``password`` matches a ``$7$`` hash (tests and audits; the broker checks its own)."""
-    parts = encoded.split("$")
-    if len(parts) != 5 or parts[1] != "7":
-        return False
-    salt = base64.b64decode(parts[3])
-    return hmac.compare_digest(hash_password(password, salt=salt, iterations=int(parts[2])), encoded)
-
-
-def read_password_file(path: str | os.PathLike[str]) -> dict[str, str]:
-    """user -> hash; a missing file is empty."""
-    path = Path(path)
-    if not path.exists():
-        return {}
-    users: dict[str, str] = {}
-    for line in path.read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            user, _, encoded = line.partition(":")
-            users[user] = encoded
-    return users
 
 
 def write_password_file(path: str | os.PathLike[str], users: dict[str, str]) -> Path:
@@ -77,44 +59,6 @@ def write_password_file(path: str | os.PathLike[str], users: dict[str, str]) -> 
         if not user or ":" in user or "\n" in user:
             raise ValueError(f"invalid MQTT user name {user!r}")
     return write_private(path, "".join(f"{user}:{encoded}\n" for user, encoded in sorted(users.items())))
-
-
-@dataclass(frozen=True)
-class AclRule:
-    access: str        # read | write | readwrite
-    topic: str
-
-
-def gateway_rules(gateway: str) -> list[AclRule]:
-    """What a gateway's user may do on the cloud broker, and nothing more."""
-    return [AclRule("write", f"ew/{gateway}/events"), AclRule("write", f"ew/{gateway}/status"),
-            AclRule("write", f"ew/{gateway}/config/ack"), AclRule("read", f"ew/{gateway}/config"),
-            AclRule("read", f"ew/{gateway}/events/landed")]
-
-
-# The cloud's services (ingest, push-config, the dashboard) read what gateways send,
-# acknowledge the events ingest landed, and publish their config documents (retained).
-CLOUD_RULES = [AclRule("read", "ew/+/events"), AclRule("read", "ew/+/status"),
-               AclRule("read", "ew/+/config/ack"), AclRule("write", "ew/+/config"),
-               AclRule("write", "ew/+/events/landed")]
-
-
-def cloud_acl_text(cloud_users: list[str], gateways: list[str]) -> str:
-    """The cloud broker's ACL file: the cloud's users, then one block per gateway."""
-    lines = ["# Written by edgewave-cloud (gateway add/remove, broker-init); edits are overwritten.",
-             "# A client gets only what its user's lines grant; anonymous clients are refused",
-             "# by the broker configuration (allow_anonymous false).", ""]
-    for user in cloud_users:
-        lines.append(f"user {user}")
-        lines += [f"topic {rule.access} {rule.topic}" for rule in CLOUD_RULES]
-        lines.append("")
-    for gateway in sorted(gateways):
-        if not GATEWAY_ID.match(gateway):
-            raise ValueError(f"invalid gateway id {gateway!r}")
-        lines.append(f"user {gateway}")
-        lines += [f"topic {rule.access} {rule.topic}" for rule in gateway_rules(gateway)]
-        lines.append("")
-    return "\n".join(lines)
 
 
 LOCAL_AGENT_USER = "agent"
@@ -161,21 +105,29 @@ class TlsListener:
 MAX_PACKET_BYTES = DEFAULT_MAX_BYTES + 64 * 1024
 
 
-def broker_conf_text(*, password_file: str, acl_file: str, plain_listener: tuple[str | None, int] | None,
+def broker_conf_text(*, plain_listener: tuple[str | None, int] | None, password_file: str | None = None,
+                     acl_file: str | None = None, dynsec: tuple[str, str] | None = None,
                      tls: TlsListener | None = None, persistence_location: str | None = None,
                      pid_file: str | None = None, log_dest: str | None = None, extra: list[str] = ()) -> str:
-    """A Mosquitto 2 configuration that refuses anonymous clients and enforces ``acl_file``.
+    """A Mosquitto 2 configuration that refuses anonymous clients and enforces an access policy:
+    ``password_file`` and ``acl_file`` (the gateway's local broker, re-read on SIGHUP), or
+    ``dynsec`` = (plugin path, its configuration file) (the cloud broker: cloud/broker_access.py).
 
     ``plain_listener`` (address or None for all, port) is meant for loopback or a
     gateway's sensor LAN; ``tls`` is the listener gateways reach over the internet."""
     if plain_listener is None and tls is None:
         raise ValueError("a broker needs at least one listener")
+    if (dynsec is None) == (password_file is None or acl_file is None):
+        raise ValueError("a broker needs password_file and acl_file, or dynsec")
     lines = ["# Written by edgewave; regenerate rather than edit.",
-             "# Password and ACL files are re-read on SIGHUP.",
              "per_listener_settings false",
-             "allow_anonymous false",
-             f"password_file {password_file}",
-             f"acl_file {acl_file}"]
+             "allow_anonymous false"]
+    if dynsec is not None:
+        lines += ["# Users, client ids and ACLs: the dynamic-security plugin (changed through its control topic).",
+                  f"plugin {dynsec[0]}", f"plugin_opt_config_file {dynsec[1]}"]
+    else:
+        lines += ["# Password and ACL files are re-read on SIGHUP.", f"password_file {password_file}",
+                  f"acl_file {acl_file}"]
     if persistence_location:
         lines += ["persistence true", f"persistence_location {persistence_location.rstrip('/')}/",
                   "autosave_interval 5"]

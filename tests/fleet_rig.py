@@ -14,13 +14,18 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import paho.mqtt.client as mqtt
 import yaml
 from paho.mqtt.enums import CallbackAPIVersion
 
 from broker_process import MosquittoBroker, free_port
+
+if TYPE_CHECKING:
+    from edgewave.cloud.dynsec_control import DynsecControl
+from edgewave.shared.mosquitto_files import (TlsListener, broker_conf_text, gateway_cloud_client_id, hash_password,
+                                             write_password_file)
 
 
 @dataclass
@@ -90,8 +95,7 @@ class FleetRig:
             "fleet": {
                 "secrets_dir": str(secrets),
                 "bundles_dir": str(self.root / "bundles"),
-                "password_file": str(self.root / "broker/passwd"),
-                "acl_file": str(self.root / "broker/acl"),
+                "dynsec_file": str(self.root / "broker/dynamic-security.json"),
                 "broker_conf": str(self.root / "broker/mosquitto.conf"),
                 "broker_pid_file": str(self.root / "broker/mosquitto.pid"),
                 "persistence_location": str(self.root / "broker/data"),
@@ -128,6 +132,24 @@ class FleetRig:
         self.broker = GeneratedBroker(self.root / "broker-run", conf, self.plain_port).start()
         return self.broker
 
+    def start_legacy_broker(self) -> GeneratedBroker:
+        """The cloud broker as provisioning configured it before dynamic security: a password
+        file and an ACL file (which check no subscription and bind no client id), on the
+        rig's ports. Stands in for a running fleet an upgrade starts from."""
+        users = {"edgewave-cloud": hash_password(self.secret("cloud-broker.password"))}
+        acl = ["user edgewave-cloud", "topic read ew/#", "topic write ew/#", ""]
+        for gateway in sorted(p.name for p in (self.root / "secrets/gateways").iterdir()):
+            users[gateway] = hash_password(self.secret("gateways", gateway, "broker.password"))
+            acl += [f"user {gateway}", f"topic write ew/{gateway}/#", f"topic read ew/{gateway}/#", ""]
+        broker_dir = self.root / "broker"
+        write_password_file(broker_dir / "passwd", users)
+        (broker_dir / "acl").write_text("\n".join(acl))
+        tls = TlsListener(self.tls_port, str(self.tls_dir / "ca.crt"), str(self.tls_dir / "server.crt"),
+                          str(self.tls_dir / "server.key"))
+        conf = broker_conf_text(password_file=str(broker_dir / "passwd"), acl_file=str(broker_dir / "acl"),
+                                plain_listener=("127.0.0.1", self.plain_port), tls=tls)
+        return GeneratedBroker(self.root / "legacy-broker-run", conf, self.plain_port).start()
+
     def stop(self) -> None:
         if self.broker is not None:
             self.broker.kill()
@@ -144,6 +166,25 @@ class FleetRig:
         if not tls:
             return Creds("127.0.0.1", self.plain_port, gateway, password)
         return Creds("127.0.0.1", self.tls_port, gateway, password, {"ca": str(self.tls_dir / "ca.crt")})
+
+    def gateway_probe(self, gateway: str, client_id: str | None = None) -> "Probe":
+        """A probe as ``gateway`` over TLS, with the one client id its user may use unless told otherwise."""
+        return Probe(self.gateway_creds(gateway), client_id or gateway_cloud_client_id(gateway))
+
+    def admin(self) -> "DynsecControl":
+        """The fleet's admin connection to the running broker's control topic, as `gateway add/remove` use."""
+        from edgewave.cloud.dynsec_control import DynsecControl
+        from edgewave.shared.broker import BrokerSettings
+
+        return DynsecControl(BrokerSettings(host="127.0.0.1", port=self.plain_port), "edgewave-admin",
+                             self.secret("broker-admin.password"))
+
+    def broker_clients(self) -> dict[str, dict[str, Any]]:
+        """The running broker's dynamic-security clients (username -> clientid, roles)."""
+        with self.admin() as control:
+            listed = control.run([{"command": "listClients", "verbose": True}])[0]["data"]["clients"]
+        return {c["username"]: {"clientid": c.get("clientid"), "roles": [r["rolename"] for r in c["roles"]]}
+                for c in listed}
 
     def bundle(self, gateway: str) -> Path:
         return self.root / "bundles" / f"{gateway}.tar.gz"

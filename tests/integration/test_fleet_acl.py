@@ -1,7 +1,8 @@
 """The cloud broker as `edgewave-cloud broker-init` and `gateway add/remove` configure it:
-real Mosquitto, real password file ($7$ hashes written by edgewave) and ACL file, TLS."""
+real Mosquitto with its dynamic-security plugin (users, client ids, roles), TLS."""
 from __future__ import annotations
 
+import base64
 import json
 import sqlite3
 import time
@@ -12,7 +13,8 @@ from cloud_workload import make_workload
 from fleet_rig import NOT_AUTHORIZED, Creds, FleetRig, Probe, cloud_cli, running_fleet
 
 from edgewave.shared.events import encode_event
-from edgewave.shared.mosquitto_files import MAX_PACKET_BYTES, check_password, read_password_file
+from edgewave.cloud.broker_access import password_fields
+from edgewave.shared.mosquitto_files import MAX_PACKET_BYTES
 
 
 @pytest.fixture
@@ -27,15 +29,20 @@ def _probes(*probes: Probe) -> None:
 
 
 def test_generated_files_hold_hashes_and_no_secret_in_clear(fleet):
-    users = read_password_file(fleet.root / "broker/passwd")
-    assert set(users) == {"edgewave-cloud", "gwA", "gwB"}
-    assert all(h.startswith("$7$101$") for h in users.values())
-    assert check_password(fleet.secret("gateways", "gwA", "broker.password"), users["gwA"])
-    for path in (fleet.root / "broker/passwd", fleet.root / "broker/acl",
+    users = {c["username"]: c for c in json.loads((fleet.root / "broker/dynamic-security.json").read_text())["clients"]}
+    assert set(users) == {"edgewave-admin", "edgewave-cloud", "gwA", "gwB"}
+    password = fleet.secret("gateways", "gwA", "broker.password")
+    salt = base64.b64decode(users["gwA"]["salt"])
+    assert users["gwA"]["password"] == password_fields(password, salt=salt)["password"]
+    assert users["gwA"]["clientid"] == "edgewave-gwA-cloud" and "clientid" not in users["edgewave-cloud"]
+    text = (fleet.root / "broker/dynamic-security.json").read_text()
+    assert password not in text and fleet.secret("cloud-broker.password") not in text
+    for path in (fleet.root / "broker/dynamic-security.json", fleet.root / "secrets/broker-admin.password",
                  fleet.root / "secrets/gateways/gwA/config.key", fleet.bundle("gwA"), fleet.tls_dir / "ca.key"):
         assert path.stat().st_mode & 0o777 == 0o600, path
     conf = (fleet.root / "broker/mosquitto.conf").read_text()
     assert "allow_anonymous false" in conf and "allow_anonymous true" not in conf
+    assert "mosquitto_dynamic_security.so" in conf and "password_file" not in conf
 
 
 def test_anonymous_and_wrong_password_are_refused(fleet):
@@ -53,8 +60,8 @@ def test_anonymous_and_wrong_password_are_refused(fleet):
 
 def test_a_gateway_reaches_only_its_own_topics(fleet):
     cloud = Probe(fleet.cloud_creds(), "cloud")
-    gw_a = Probe(fleet.gateway_creds("gwA"), "gwA-probe")
-    gw_b = Probe(fleet.gateway_creds("gwB"), "gwB-probe")
+    gw_a = fleet.gateway_probe("gwA")
+    gw_b = fleet.gateway_probe("gwB")
     try:
         assert cloud.connected and gw_a.connected and gw_b.connected
         assert cloud.subscribe("ew/+/events") <= 2
@@ -67,11 +74,9 @@ def test_a_gateway_reaches_only_its_own_topics(fleet):
         assert gw_a.publish("ew/gwB/status", b'{"state": "offline"}', retain=True) == NOT_AUTHORIZED
         assert gw_a.publish("ew/gwA/config", b'{"self-signed": true}', retain=True) == NOT_AUTHORIZED
         assert gw_a.publish("ew/gwB/config/ack", b"{}") == NOT_AUTHORIZED
-        # Mosquitto grants the subscription but delivers nothing the ACL does not let it read
-        # (ew/gwB/config holds a retained document, which gwB gets and gwA does not)
-        gw_a.subscribe("ew/gwB/config")
-        gw_a.subscribe("ew/+/events")
-        gw_a.subscribe("ew/gwB/events/landed")
+        # nor subscribe to it (ew/gwB/config holds a retained document, which gwB gets and gwA does not)
+        for topic in ("ew/gwB/config", "ew/+/events", "ew/gwB/events/landed", "ew/#", "#"):
+            assert gw_a.subscribe(topic) == NOT_AUTHORIZED, topic
         # nor acknowledge gwB's events as landed (which would make gwB delete them)
         assert gw_a.publish("ew/gwB/events/landed", b'{"landed": []}') == NOT_AUTHORIZED
         assert gw_b.subscribe("ew/gwB/events/landed") <= 2
@@ -96,7 +101,7 @@ def test_the_broker_refuses_a_packet_larger_than_any_edgewave_payload(fleet):
     """Mosquitto's own limit is 256 MB: the generated configuration bounds every packet
     before the agent, ingest or the dashboard hold it."""
     cloud = Probe(fleet.cloud_creds(), "cloud")
-    gw_a = Probe(fleet.gateway_creds("gwA"), "gwA-probe")
+    gw_a = fleet.gateway_probe("gwA")
     try:
         assert cloud.subscribe("ew/+/events") <= 2
         largest = b"x" * (MAX_PACKET_BYTES - 1024)             # a 1 MiB batch, and room to spare
@@ -115,7 +120,7 @@ def test_ingest_receives_every_event_of_every_gateway(fleet, tmp_path):
         fleet.cloud("gateway", "add", gateway)
     workload = make_workload(unique=300, duplicates=0, out_of_order=0, gateways=3)
     ingest = CloudProcess(["ingest", "--config", str(fleet.config)], tmp_path / "ingest.log")
-    publishers = {gw: Probe(fleet.gateway_creds(gw), f"{gw}-uplink") for gw in ("gw1", "gw2", "gw3")}
+    publishers = {gw: fleet.gateway_probe(gw) for gw in ("gw1", "gw2", "gw3")}
     try:
         time.sleep(2)      # ingest subscribed
         for event in workload.sequence:
@@ -135,25 +140,26 @@ def test_ingest_receives_every_event_of_every_gateway(fleet, tmp_path):
 
 def test_remove_revokes_a_connected_gateway(fleet):
     creds = fleet.gateway_creds("gwB")
-    gw_b = Probe(creds, "gwB-live")
+    gw_b = fleet.gateway_probe("gwB")
+    gw_a = fleet.gateway_probe("gwA")
     try:
-        assert gw_b.connected
+        assert gw_b.connected and gw_a.connected
         result = fleet.cloud("gateway", "remove", "gwB")
         assert "revoked" in result.stdout
-        assert "user gwB" not in (fleet.root / "broker/acl").read_text()
-        assert "gwB" not in read_password_file(fleet.root / "broker/passwd")
+        assert "gwB" not in fleet.broker_clients()
         assert not (fleet.root / "secrets/gateways/gwB").exists() and not fleet.bundle("gwB").exists()
-        # Mosquitto drops a client whose user is gone when it re-reads the password file ...
+        # the broker drops the connection of a client whose user is deleted ...
         assert gw_b.disconnected.wait(10), "the revoked gateway's connection was not dropped"
+        assert not gw_a.disconnected.is_set(), "revoking gwB disconnected gwA"
     finally:
-        gw_b.close()
+        _probes(gw_b, gw_a)
     # ... and refuses it from then on
-    again = Probe(creds, "gwB-again")
+    again = Probe(creds, "edgewave-gwB-cloud")
     try:
         assert not again.connected and again.connect_rc is not None and again.connect_rc.is_failure
     finally:
         again.close()
-    still = Probe(fleet.gateway_creds("gwA"), "gwA-still")
+    still = fleet.gateway_probe("gwA")
     try:
         assert still.connected
     finally:
@@ -165,7 +171,8 @@ def test_remove_revokes_a_connected_gateway(fleet):
 def test_refused_requests_exit_2_and_say_why(fleet):
     for args, why in ((("gateway", "add", "gwA"), "already provisioned"),
                       (("gateway", "add", "gw/x"), "invalid gateway id"),
-                      (("gateway", "add", "edgewave-cloud"), "cloud's own broker user"),
+                      (("gateway", "add", "edgewave-cloud"), "cloud's own broker users"),
+                      (("gateway", "add", "edgewave-admin"), "cloud's own broker users"),
                       (("gateway", "remove", "nobody"), "not provisioned"),
                       (("gateway", "rotate-key", "nobody"), "not provisioned")):
         result = fleet.cloud(*args, check=False)
@@ -181,10 +188,10 @@ def test_mutual_tls_needs_a_client_certificate(tmp_path):
     for name in ("client.crt", "client.key"):
         (gw_dir / name).write_bytes(rig.bundle_file("gw7", name))
     creds = rig.gateway_creds("gw7")
-    without = Probe(creds, "gw7-no-cert")
+    without = Probe(creds, "edgewave-gw7-cloud")
     creds.client_tls = {"ca": str(rig.tls_dir / "ca.crt"), "cert": str(gw_dir / "client.crt"),
                         "key": str(gw_dir / "client.key")}
-    with_cert = Probe(creds, "gw7-cert")
+    with_cert = Probe(creds, "edgewave-gw7-cloud")
     try:
         assert not without.connected
         assert with_cert.connected
@@ -215,6 +222,4 @@ def test_a_gateway_id_with_a_final_newline_is_refused_and_an_old_one_blocks_noth
     conn.close()
     fleet.cloud("gateway", "add", "gwC")
     fleet.cloud("gateway", "remove", "gwB")
-    acl = (fleet.root / "broker/acl").read_text()
-    assert "user gwC" in acl and "user gwB" not in acl and "gw8" not in acl
-    assert set(read_password_file(fleet.root / "broker/passwd")) == {"edgewave-cloud", "gwA", "gwC"}
+    assert set(fleet.broker_clients()) == {"edgewave-admin", "edgewave-cloud", "gwA", "gwC"}

@@ -2,10 +2,12 @@
 its ```sh blocks, in order, with system paths moved under a temporary directory.
 
 What a test cannot do the way an operator does is changed, and only that: `sudo` is dropped
-and a real install gets `--root` (no useradd, no systemctl), the broker reload command
-becomes `true` (no systemd here), and /etc, /var/lib and /tmp paths move under tmp_path."""
+and a real install gets `--root` (no useradd, no systemctl), the broker's port is one where
+no broker runs (no Mosquitto is started here: provisioning writes the plugin's file), and
+/etc, /var/lib and /tmp paths move under tmp_path."""
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import subprocess
@@ -14,6 +16,7 @@ import textwrap
 from pathlib import Path
 
 import yaml
+from broker_process import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs/operations.md"
@@ -43,7 +46,7 @@ def test_the_documented_steps_run(tmp_path):
         return re.sub(r"(?<![\w/.-])/(etc|var/lib|tmp)/", lambda m: f"{tmp_path}/{m.group(1)}/", text)
 
     settings = yaml.safe_load(moved(_blocks("yaml")[0]))
-    settings["fleet"]["broker_reload_command"] = "true"
+    settings["broker"]["port"] = free_port()
     import grp
     try:
         grp.getgrnam(settings["fleet"]["broker_group"])
@@ -76,5 +79,6 @@ def test_the_documented_steps_run(tmp_path):
     assert (tmp_path / "gateway/etc/edgewave/config.key").stat().st_mode & 0o777 == 0o600
     assert (tmp_path / "gateway/etc/systemd/system/edgewave-agent.service").exists()
     assert (tmp_path / "tmp/gw7-try/etc/edgewave/agent.yaml").exists()
-    assert "user gw7" not in Path(settings["fleet"]["acl_file"]).read_text()      # removed last
+    users = json.loads(Path(settings["fleet"]["dynsec_file"]).read_text())["clients"]
+    assert {u["username"] for u in users} == {"edgewave-admin", "edgewave-cloud"}     # gw7 removed last
     assert len(ran) == len(_commands())
