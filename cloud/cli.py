@@ -80,7 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
     spark.add_argument("--available-now", action="store_true",
                        help="process what is in the landing zone now, then stop (backfills, tests)")
 
-    push = sub.add_parser("push-config", help="push a signed config document to gateways")
+    push = sub.add_parser("push-config", help="push a signed config document to gateways",
+                          epilog="exit status, the worst over the gateways: 0 applied, 1 rejected by a gateway, "
+                                 "2 refused (nothing published), 3 no ack in time (stays retained), 4 not pushed "
+                                 "to a gateway (recorded with its reason; the others were pushed)")
     push.add_argument("--config", default=DEFAULT_CONFIG)
     target = push.add_mutually_exclusive_group(required=True)
     target.add_argument("--gateway", action="append", help="gateway id (repeatable)")

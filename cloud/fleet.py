@@ -160,9 +160,11 @@ class Fleet:
         with transaction(self.db) as conn:
             conn.execute("UPDATE fleet_gateways SET removed_ms = ? WHERE gateway = ?", (_now_ms(), gateway))
             self._log(conn, gateway, "remove")
-        self.apply_access()
+        # Secrets first: should the broker not take the change now, nothing of the gateway's is
+        # left here, and broker-init later deletes its user (it is no longer in the registry).
         shutil.rmtree(self.conf.gateway_dir(gateway), ignore_errors=True)
         self.bundle_path(gateway).unlink(missing_ok=True)
+        self.apply_access()
         log.info("fleet event=gateway_removed gateway=%s", gateway)
 
     def rotate_key(self, gateway: str, overlap_s: float | None = None) -> Path:

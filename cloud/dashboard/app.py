@@ -35,7 +35,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from edgewave.cloud.settings import CloudSettings
+from edgewave.cloud.settings import CloudSettings, SettingsError
 
 from . import alarm_pages, config_pages, export, live, queries
 from .alarms import AlarmStore
@@ -311,14 +311,27 @@ def _before(request: Request) -> int | None:
         raise HTTPException(400, "before must be milliseconds since the epoch") from exc
 
 
+def _has_key(settings: CloudSettings, gateway: str) -> bool:
+    """Whether push can sign for ``gateway``: a key in cloud.yaml or a provisioned one."""
+    try:
+        settings.gateway_key(gateway)
+    except (SettingsError, OSError):
+        return False
+    return True
+
+
 def gateway_page(request: Request) -> Response:
+    push_error = None
     with _reader(request).query() as q:
         row = _one_gateway(request, q)
         history = queries.status_history(q, row.gateway, before_ms=_before(request))
         pushes = queries.config_pushes(q, row.gateway)
+        if request.query_params.get("failed"):     # the reason as recorded, never text from the address
+            failures = queries.push_failures(q, row.gateway, 1)
+            push_error = f"Not pushed: {failures[0].reason}" if failures else "Not pushed: see the table above"
     return render(request, "gateway.html", {"g": row, "history": history, "pushes": pushes, "nav": "gateways",
-                                            "has_key": row.gateway in _settings(request).gateways,
-                                            "push_error": None})
+                                            "has_key": _has_key(_settings(request), row.gateway),
+                                            "push_error": push_error})
 
 
 def api_gateway_history(request: Request) -> Response:
@@ -347,9 +360,10 @@ async def push_config_form(request: Request) -> Response:
             history = queries.status_history(q, row.gateway)
             pushes = queries.config_pushes(q, row.gateway)
         return render(request, "gateway.html", {"g": row, "history": history, "pushes": pushes, "nav": "gateways",
-                                                "has_key": gateway in settings.gateways, "push_error": error}, 400)
-    config_pages.start_push(settings, [gateway], text, fmt, user.name if user else "")
-    return RedirectResponse(f"/gateways/{quote(gateway)}?pushed=1", status_code=303)
+                                                "has_key": _has_key(settings, gateway), "push_error": error}, 400)
+    job = config_pages.start_push(settings, [gateway], text, fmt, user.name if user else "")
+    _, failed = await config_pages.await_publishes(job)
+    return RedirectResponse(f"/gateways/{quote(gateway)}?{'failed' if failed else 'pushed'}=1", status_code=303)
 
 
 # -- exports ---------------------------------------------------------------------------------

@@ -153,7 +153,7 @@ def _push(job: PushThread) -> None:
     job.failed = {**{o.gateway: o.reason for o in outcomes if o.status in ("failed", "invalid")}, **job.failed}
 
 
-async def _await_publishes(job: PushThread) -> tuple[list[str], list[str]]:
+async def await_publishes(job: PushThread) -> tuple[list[str], list[str]]:
     """(gateways published to, gateways that failed), as far as known within PUBLISH_WAIT_S."""
     await run_in_threadpool(job.published.wait, PUBLISH_WAIT_S)
     failed = sorted(job.failed)
@@ -241,7 +241,7 @@ async def push_form(request: Request) -> Response:
         context.update(document=text.decode("utf-8", "replace"), format=fmt, chosen=set(gateways), push_error=error)
         return render(request, "config.html", context, 400)
     job = start_push(settings, gateways, text, fmt, user.name if user else "")
-    pushed, failed = await _await_publishes(job)
+    pushed, failed = await await_publishes(job)
     target = f"/config?pushed={quote(','.join(pushed))}" if pushed else "/config?"
     if failed:
         target += f"&failed={quote(','.join(failed))}"

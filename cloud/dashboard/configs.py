@@ -69,10 +69,10 @@ def document(q: Query, gateway: str, version: int) -> tuple[str, str] | None:
 def applied_version(q: Query, gateway: str) -> int | None:
     """The version the gateway last reported applying (its status, or an applied ack)."""
     rows = q.rows("SELECT config_version FROM gateways WHERE gateway = ?", (gateway,))
-    if rows and rows[0][0] is not None:
-        return int(rows[0][0])
+    if rows and type(rows[0][0]) is int:        # a row stored before status checks may hold anything
+        return rows[0][0]
     rows = q.rows("SELECT MAX(version) FROM config_pushes WHERE gateway = ? AND status = 'applied'", (gateway,))
-    return int(rows[0][0]) if rows and rows[0][0] is not None else None
+    return rows[0][0] if rows and type(rows[0][0]) is int else None
 
 
 @dataclass

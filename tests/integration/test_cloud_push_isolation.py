@@ -145,6 +145,12 @@ def test_push_to_all_reaches_every_other_gateway_and_names_the_one_that_failed(t
         assert 'data-status="applied"' in row1[:row1.index("</tr>")]
         gw3_page = html.unescape(session.get("/gateways/gw3").decode())
         assert "failed" in gw3_page and "reports config version 9223372036854775807" in gw3_page
+        # ... and the gateway page's own upload form says at once that the push to gw3 failed
+        status, body = session.post("/gateways/gw3/push", {"csrf_token": session.csrf, "format": "trig",
+                                                           "document": DOCUMENT})
+        gw3_page = html.unescape(body.decode())
+        assert status == 200 and "Not pushed: gw3 reports config version 9223372036854775807" in gw3_page, \
+            gw3_page[-2000:]
         assert "Traceback" not in dashboard.log()
         wait_for(lambda: "dashboard push user=alice gateway=gw3 version=None status=failed" in dashboard.log(), 30,
                  "the push's outcomes to be logged", alive=dashboard)

@@ -54,3 +54,37 @@ def test_evidence_marks_entailed_triples_with_their_source_and_axioms_and_works_
                                               {"no": "triple"}, "junk"]})
     assert [(t.entailed, t.source, t.axioms) for t in marked.triples] == [(True, source, axioms), (False, None, [])]
     assert marked.as_json()["triples"][0]["entailed"] is True
+
+
+def test_a_stored_config_version_that_is_not_a_number_reads_as_unknown(tmp_path):
+    """A gateway row written before status documents were checked may hold any value."""
+    import sqlite3
+
+    from edgewave.cloud.dashboard.configs import applied_version
+    from edgewave.cloud.dashboard.queries import Reader
+
+    db = sqlite3.connect(tmp_path / "cloud.db")
+    db.execute("CREATE TABLE gateways (gateway TEXT PRIMARY KEY, config_version)")
+    db.execute("CREATE TABLE config_pushes (gateway TEXT, version INTEGER, status TEXT)")
+    db.executemany("INSERT INTO gateways VALUES (?, ?)", [("gw1", "abc"), ("gw2", 7), ("gw3", 1.5)])
+    db.execute("INSERT INTO config_pushes VALUES ('gw3', 4, 'applied')")
+    db.commit()
+    db.close()
+    with Reader(tmp_path / "cloud.db").query() as q:
+        assert applied_version(q, "gw1") is None
+        assert applied_version(q, "gw2") == 7
+        assert applied_version(q, "gw3") == 4      # the version it last acknowledged applying
+        assert applied_version(q, "gw-unknown") is None
+
+
+def test_push_signs_for_a_provisioned_gateway_without_a_key_in_cloud_yaml(tmp_path):
+    """The gateway page offers the upload form's signing for gateways `gateway add` provisioned."""
+    from edgewave.cloud.dashboard.app import _has_key
+    from edgewave.cloud.settings import CloudSettings, FleetSettings, GatewaySettings
+
+    settings = CloudSettings(fleet=FleetSettings(secrets_dir=str(tmp_path / "secrets")),
+                             gateways={"gw1": GatewaySettings(key="k1")})
+    key = settings.fleet.key_path("gw2")
+    key.parent.mkdir(parents=True)
+    key.write_text("k2\n")
+    assert _has_key(settings, "gw1") and _has_key(settings, "gw2") and not _has_key(settings, "gw3")
