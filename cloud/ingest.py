@@ -41,7 +41,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import logging
-import os
 import queue
 import signal
 import sqlite3
@@ -55,7 +54,7 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from edgewave.shared import topics
+from edgewave.shared import failpoints, topics
 from edgewave.shared.broker import ReconnectSettings
 from edgewave.shared.events import EventError, decode_event, encode_event
 from edgewave.shared.landed_acks import echoable, encode_landed
@@ -128,8 +127,10 @@ class Ingest:
         self.counters = {"events": 0, "batches": 0, "status": 0, "acks": 0, "rejected": 0, "commits": 0,
                          "feed_errors": 0, "landed_acks": 0}
         self._reject_log = LogLimiter(period_s=60.0)
-        self._failpoint = _payload_failpoint()
-        self._landed_failpoint = _commit_failpoint()
+        # crash tests (shared/failpoints.py): die on a payload holding a text, or after the n-th
+        # group commit that landed a match, once fsynced and before any gateway is told it landed
+        self._payload_failpoint = (failpoints.argument("ingest_payload") or "").encode()
+        self._landed_failpoint = failpoints.Countdown("before_landed_ack")
         self.client = new_client(settings.broker, self.client_id, manual_ack=True, reconnect=RECONNECT)
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
@@ -264,10 +265,8 @@ class Ingest:
         for msg in batch:
             if msg.qos > 0:
                 self.client.ack(msg.mid, msg.qos)
-        if self._landed_failpoint is not None and any(e.get("kind") == "match" for e in self._landed):
-            self._landed_failpoint -= 1
-            if self._landed_failpoint == 0:
-                _die("before_landed_ack")
+        if any(e.get("kind") == "match" for e in self._landed):
+            self._landed_failpoint.tick()
         self._acknowledge_landed(events)
         self._feed_landed()
         self.counters["commits"] += 1
@@ -302,8 +301,8 @@ class Ingest:
             self._reject(msg, f"payload of {msg.size} bytes (at most {self._size_limit(msg.payload)})")
             return
         self.marker.mark(msg.sha256)
-        if self._failpoint and self._failpoint in msg.payload:
-            _die("ingest_payload")
+        if self._payload_failpoint and self._payload_failpoint in msg.payload:
+            failpoints.crash("ingest_payload")
         if conn is not None:
             conn.execute("SAVEPOINT message")
         try:
@@ -413,28 +412,6 @@ def _checked(event: dict[str, Any], gateway: str, topic: str) -> dict[str, Any]:
     if event["gateway"] != gateway:
         raise EventError(f"event for gateway {event['gateway']!r} published on {topic}")
     return event
-
-
-def _payload_failpoint() -> bytes | None:
-    """Fault injection for the crash tests: EDGEWAVE_CLOUD_FAILPOINT=ingest_payload:<text> kills
-    ingest (SIGKILL, as a crash in C code would) when it is about to handle a payload holding <text>."""
-    spec = os.environ.get("EDGEWAVE_CLOUD_FAILPOINT", "")
-    name, _, text = spec.partition(":")
-    return text.encode() if name == "ingest_payload" and text else None
-
-
-def _commit_failpoint() -> int | None:
-    """EDGEWAVE_CLOUD_FAILPOINT=before_landed_ack:<n> kills ingest (SIGKILL) after its n-th group
-    commit that landed a match, once it is fsynced and before any gateway is told it landed."""
-    name, _, count = os.environ.get("EDGEWAVE_CLOUD_FAILPOINT", "").partition(":")
-    return int(count) if name == "before_landed_ack" and count.isdigit() and int(count) > 0 else None
-
-
-def _die(name: str) -> None:
-    log.warning("failpoint %s reached: killing ingest", name)
-    for handler in logging.getLogger().handlers:
-        handler.flush()
-    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def run_ingest(settings: CloudSettings, worker: int = 0, *, retiring: bool = False) -> int:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import signal
 import threading
 import time
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+from edgewave.shared import failpoints
 from edgewave.shared.events import (BINDINGS, ENTAILED, FIELDS, LONG, REQUIRED_FIELDS, STRING, STRINGS,
                                     TYPE_OF_KIND, EventField)
 
@@ -384,7 +384,7 @@ class AggregateSink:
         if self._db is None:
             self._db = open_database(self.database)
             ensure_aggregate_schema(self._db)
-        _failpoint("batch_start", batch_id)
+        failpoints.crash_at("batch_start", batch_id)
         batch = batch.persist()
         try:
             partial = batch_aggregates(batch)
@@ -397,9 +397,9 @@ class AggregateSink:
                     writer = writer.option(f"parquet.enable.dictionary#{column}", "false")
                 writer.parquet(f"{self.history}/events/batch_id={batch_id}")
             written = time.monotonic()
-            _failpoint("before_sqlite", batch_id)
+            failpoints.crash_at("before_sqlite", batch_id)
             applied = apply_batch(self._db, self._query_id, batch_id, partial)
-            _failpoint("after_sqlite", batch_id)
+            failpoints.crash_at("after_sqlite", batch_id)
         finally:
             batch.unpersist()
         done = time.monotonic()
@@ -414,20 +414,6 @@ class AggregateSink:
             log.warning("rejected records batch=%d count=%d files=%d reasons: %s%s (table rejected_records)",
                         batch_id, len(partial.rejected), len({r.source_file for r in partial.rejected}), reasons,
                         more)
-
-
-def _failpoint(name: str, batch_id: int) -> None:
-    """Fault injection for the crash tests: EDGEWAVE_CLOUD_FAILPOINT=<name>:<batch_id> kills the job there.
-
-    SIGKILL, not an exception: the test wants a crash at an exact point of the
-    exactly-once protocol, as a power cut would cause it.
-    """
-    spec = os.environ.get("EDGEWAVE_CLOUD_FAILPOINT")
-    if spec and spec == f"{name}:{batch_id}":
-        log.warning("failpoint %s reached at batch=%d: killing the job", name, batch_id)
-        for handler in logging.getLogger().handlers:
-            handler.flush()
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 _SCANS_BY_QUERY: dict[str, int] = {}

@@ -88,7 +88,7 @@ def test_a_message_that_kills_ingest_twice_is_quarantined_on_its_next_delivery(t
     config = write_config(tmp_path, mqtt_broker)
     landing = tmp_path / "landing"
     poison = encode_event(valid_events(500, 1)[0]).replace(b'"fire"', b'"fire-KILLS-INGEST"')
-    env = {"EDGEWAVE_CLOUD_FAILPOINT": "ingest_payload:KILLS-INGEST"}
+    env = {"EDGEWAVE_FAILPOINT": "ingest_payload:KILLS-INGEST"}
     ingest = CloudProcess(["ingest", "--config", str(config)], tmp_path / "ingest-0.log", env=env)
     wait_for(lambda: "ingest connected" in ingest.log(), 30, "ingest to connect", alive=ingest)
     before = valid_events(0, 5)

@@ -57,7 +57,7 @@ def test_kills_between_and_mid_batch_and_after_commit_count_everything_once(tmp_
 
     # 3. The worst moment: SQLite committed batch K, Spark had not yet recorded it as done.
     target = in_flight + 2
-    job = CloudProcess(spark_args, tmp_path / "job3.log", env={"EDGEWAVE_CLOUD_FAILPOINT": f"after_sqlite:{target}"})
+    job = CloudProcess(spark_args, tmp_path / "job3.log", env={"EDGEWAVE_FAILPOINT": f"after_sqlite:{target}"})
     assert job.wait(timeout=240) == -9, job.log()[-3000:]
     assert target in sqlite_batches(db) and target not in committed(checkpoint)
     counted_before_replay = total_events(db)

@@ -95,7 +95,7 @@ def test_bad_lines_are_rejected_with_their_reason_and_bad_files_do_not_stop_the_
     db, args = tmp_path / "cloud.db", ["spark", "--config", str(config), "--available-now"]
 
     # The job plans batch 0 (every file) and dies before reading it; then the file goes away.
-    job = CloudProcess(args, tmp_path / "job1.log", env={"EDGEWAVE_CLOUD_FAILPOINT": "batch_start:0"})
+    job = CloudProcess(args, tmp_path / "job1.log", env={"EDGEWAVE_FAILPOINT": "batch_start:0"})
     assert job.wait(timeout=300) == -9, job.log()[-3000:]
     (partition / "part-6-deleted.jsonl").unlink()
     job = CloudProcess(args, tmp_path / "job2.log")

@@ -47,7 +47,7 @@ def test_ingest_killed_with_acknowledgements_pending_loses_nothing(tmp_path, rec
     """Ingest dies after fsyncing the second match it lands and before telling the gateway: the
     agent sends the unacknowledged events again; the copy lands too and counts once."""
     rig = Rig(tmp_path, recording)
-    outcome = rig.run([], ingest_env={0: {"EDGEWAVE_CLOUD_FAILPOINT": "before_landed_ack:2"}})
+    outcome = rig.run([], ingest_env={0: {"EDGEWAVE_FAILPOINT": "before_landed_ack:2"}})
     assert any("died" in fault for fault in outcome.faults), outcome.faults
     assert outcome.landed > outcome.distinct            # the re-sent copies landed, and were dropped
     check(outcome)
