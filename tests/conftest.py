@@ -1,6 +1,7 @@
 """Fixtures shared by every test: real Mosquitto brokers on loopback."""
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 from typing import Iterator
@@ -13,6 +14,17 @@ from broker_process import MosquittoBroker  # noqa: E402
 from reference_data import reference_data_dir, where  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def root_logger_restored() -> Iterator[None]:
+    """The root logger as it was before the test. A CLI's ``main`` run in-process installs a
+    handler on the ``sys.stderr`` of that moment, pytest's capture file, closed once the test
+    ends: left there, it made py4j's last log line at interpreter exit a traceback."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:], root.level = handlers, level
 
 
 @pytest.fixture

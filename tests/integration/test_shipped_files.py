@@ -133,3 +133,22 @@ def test_compose_provisioning_writes_a_broker_config_without_anonymous_access(tm
     conf = (tmp_path / "fleet/broker/mosquitto.conf").read_text()
     assert "allow_anonymous false" in conf and "listener 8883" in conf and "require_certificate" in conf
     assert (tmp_path / "fleet/bundles/gw1.tar.gz").exists()
+
+
+def test_the_package_builds_without_warnings_and_ships_the_dashboard_files(tmp_path):
+    """What `make setup` builds (pip, setuptools in build isolation): no warning to read past
+    before the demo starts, and every template and static file of the dashboard in the wheel."""
+    import subprocess
+    import sys
+    import zipfile
+
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(REPO)],
+                           capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert "warning" not in (built.stdout + built.stderr).lower(), built.stderr[-3000:]
+    (wheel,) = tmp_path.glob("edgewave-*.whl")
+    shipped = set(zipfile.ZipFile(wheel).namelist())
+    dashboard = REPO / "cloud/dashboard"
+    wanted = {f"edgewave/cloud/dashboard/{p.relative_to(dashboard)}" for d in ("templates", "static")
+              for p in (dashboard / d).rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    assert wanted and wanted <= shipped, sorted(wanted - shipped)

@@ -14,15 +14,7 @@ from edgewave.shared.log_format import setup_logging
 LINE = re.compile(r"ts=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z level=(\w+) logger=(\S+) (.*)")
 
 
-@pytest.fixture
-def root_restored():
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:], root.level = handlers, level
-
-
-def test_lines_are_key_value_in_utc_at_the_level_asked(root_restored) -> None:
+def test_lines_are_key_value_in_utc_at_the_level_asked() -> None:
     out = io.StringIO()
     setup_logging("warning", out)
     setup_logging("warning", out)            # again: still one handler, one line per record
@@ -34,7 +26,7 @@ def test_lines_are_key_value_in_utc_at_the_level_asked(root_restored) -> None:
     assert m and m.groups() == ("WARNING", "edgewave.test", "outbox event=opened pending=3")
 
 
-def test_a_traceback_follows_its_line(root_restored) -> None:
+def test_a_traceback_follows_its_line() -> None:
     out = io.StringIO()
     setup_logging("INFO", out)
     try:
@@ -45,7 +37,7 @@ def test_a_traceback_follows_its_line(root_restored) -> None:
     assert LINE.fullmatch(first) and rest[0].startswith("Traceback") and rest[-1] == "RuntimeError: boom"
 
 
-def test_an_unknown_level_means_info_and_says_so(root_restored) -> None:
+def test_an_unknown_level_means_info_and_says_so() -> None:
     out = io.StringIO()
     setup_logging("verbose", out)
     assert logging.getLogger().level == logging.INFO
