@@ -18,6 +18,8 @@ import os
 import time
 from pathlib import Path
 
+from edgewave.shared import clock
+
 TEST_HOOK_ENV = "EDGEWAVE_AGENT_CLOCK"
 BOOT_ID_PATH = Path("/proc/sys/kernel/random/boot_id")
 
@@ -40,7 +42,7 @@ class AgentClock:
         self.boot_id = _read_boot_id() if boot_id is None else boot_id
 
     def wall_ms(self) -> int:
-        return int(time.time() * 1000) + self.wall_offset_ms
+        return clock.now_ms() + self.wall_offset_ms
 
     @staticmethod
     def boot_ms() -> int:

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import sqlite_utils
 
+from edgewave.shared import clock
 from edgewave.shared.sqlite_files import open_checked
 
 
@@ -66,7 +66,7 @@ class ConfigStore:
 
     def record(self, version: int, fmt: str, document: str, source: str = "cloud") -> StoredConfig:
         """Remember a document that has just been applied; prunes beyond ``keep``."""
-        now = int(time.time() * 1000)
+        now = clock.now_ms()
         self._conn.execute("BEGIN IMMEDIATE")
         try:
             cur = self._conn.execute(

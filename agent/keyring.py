@@ -20,6 +20,7 @@ import logging
 import time
 from pathlib import Path
 
+from edgewave.shared import clock
 from edgewave.agent.config import AgentSettings, SettingsError
 from edgewave.shared.config_keys import key_id, parse_time
 from edgewave.shared.configdoc import ConfigRejected, verify_envelope
@@ -91,7 +92,7 @@ class Keyring:
         self.switched = True
         try:
             write_private(self.state_path, json.dumps({"keyId": key_id(self.next),
-                                                       "switchedAt": int(time.time() * 1000)}) + "\n")
+                                                       "switchedAt": clock.now_ms()}) + "\n")
         except OSError as exc:
             log.error("config event=key_switch_not_persisted key_id=%s error=%r "
                       "consequence='after a restart the old key verifies again until the overlap ends'",

@@ -21,13 +21,13 @@ import os
 import secrets
 import sqlite3
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence, TypeVar
 
 import sqlite_utils
 
+from edgewave.shared import clock
 from edgewave.agent.outbox_checkpoint import AUTOCHECKPOINT_PAGES, Checkpointer
 from edgewave.shared.sqlite_files import move_aside, open_checked
 
@@ -73,10 +73,6 @@ PAGE_SIZE = 1024
 SECURE_DELETE = "FAST"
 
 _INSERT = "INSERT INTO events (event_id, kind, created_ms, size, payload) VALUES (?, ?, ?, ?, ?)"
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class Outbox:
@@ -160,7 +156,7 @@ class Outbox:
     # -- writing ---------------------------------------------------------------------------
     def append(self, event_id: str, kind: str, payload: bytes, now_ms: int | None = None) -> int | None:
         """Store one event; its sequence number, or None when the policy refused it."""
-        now_ms = _now_ms() if now_ms is None else now_ms
+        now_ms = clock.now_ms() if now_ms is None else now_ms
         with self._lock:
             try:
                 seq = self._insert(event_id, kind, payload, now_ms)
@@ -179,7 +175,7 @@ class Outbox:
         sensor message's triples this way, with the events they made (window_journal.py).
         Returns each row's sequence number, or None where the policy refused it. A refusal
         of the disk (``sqlite3.OperationalError``) is raised with nothing written."""
-        now_ms = _now_ms() if now_ms is None else now_ms
+        now_ms = clock.now_ms() if now_ms is None else now_ms
         with self._lock:
             for attempt in (1, 2):
                 kept = (self._depth, self._bytes, dict(self._counters), self._expiry_checked_ms)
@@ -248,7 +244,7 @@ class Outbox:
     def expire(self, now_ms: int | None = None) -> None:
         """Drop (and count) events older than max_age_s; also runs on every append."""
         with self._lock:
-            self._expire(_now_ms() if now_ms is None else now_ms)
+            self._expire(clock.now_ms() if now_ms is None else now_ms)
 
     def _expire(self, now_ms: int) -> None:
         if not self._depth or not self.max_age_ms:
@@ -354,7 +350,7 @@ class Outbox:
                 self._counters[name] = 1
 
     def stats(self, now_ms: int | None = None) -> OutboxStats:
-        now_ms = _now_ms() if now_ms is None else now_ms
+        now_ms = clock.now_ms() if now_ms is None else now_ms
         with self._lock:
             row = self._conn.execute("SELECT created_ms FROM events ORDER BY seq LIMIT 1").fetchone()
             oldest = row[0] if row else None

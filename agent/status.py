@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from edgewave.shared import topics
+from edgewave.shared import clock, topics
 from edgewave.shared.log_limit import LogLimiter
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ def status_document(gateway: str, state: str, *, config_version: int | None = No
                     started_ms: int | None = None, pid: int | None = None) -> dict[str, Any]:
     """The status message body (JSON)."""
     doc: dict[str, Any] = {"gateway": gateway, "state": state, "configVersion": config_version,
-                           "time": int(time.time() * 1000)}
+                           "time": clock.now_ms()}
     if started_ms is not None:
         doc["startedAt"] = started_ms
     if pid is not None:
@@ -146,7 +146,7 @@ def process_alive(pid: int | None) -> bool:
 
 def format_status(doc: dict[str, Any], now_ms: int | None = None) -> str:
     """Human-readable lines for ``edgewave-agent status``."""
-    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    now_ms = clock.now_ms() if now_ms is None else now_ms
     alive = process_alive(doc.get("pid"))
     state = doc.get("state", "?")
     if state == "online" and not alive:
@@ -169,7 +169,7 @@ class StatusReporter:
         self.settings = settings
         self.gateway = settings.gateway
         self.counters = counters
-        self.started_ms = int(time.time() * 1000)
+        self.started_ms = clock.now_ms()
         self.pipeline = pipeline
         self.writer = writer
         self.configs: ConfigApplier | None = None

@@ -34,12 +34,13 @@ from __future__ import annotations
 
 import math
 import sqlite3
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple
 
 import sqlite_utils
+
+from edgewave.shared import clock
 
 from .database import transaction
 
@@ -204,7 +205,7 @@ def apply_batch(db: sqlite_utils.Database, query_id: str, batch_id: int, batch: 
 
     False if the batch was already applied (a replayed batch): nothing is added.
     """
-    now_ms = int(time.time() * 1000)
+    now_ms = clock.now_ms()
     with transaction(db) as conn:
         seen = conn.execute("SELECT 1 FROM committed_batches WHERE query_id = ? AND batch_id = ?",
                             (query_id, batch_id)).fetchone()

@@ -31,6 +31,7 @@ from typing import Any
 
 import yaml
 
+from edgewave.shared import clock
 from edgewave.shared.config_keys import format_time, key_id
 from edgewave.shared.mosquitto_files import (GATEWAY_ID, LOCAL_AGENT_USER, LOCAL_SENSOR_USER, TlsListener,
                                              broker_conf_text, gateway_cloud_client_id, hash_password,
@@ -86,10 +87,6 @@ CREATE TABLE IF NOT EXISTS fleet_log (
 """
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class Fleet:
     """The provisioned gateways of one cloud, and the broker files that follow from them."""
 
@@ -115,7 +112,7 @@ class Fleet:
 
     def _log(self, conn: Any, gateway: str, action: str, detail: str = "") -> None:
         conn.execute("INSERT INTO fleet_log (gateway, at_ms, action, detail) VALUES (?, ?, ?, ?)",
-                     (gateway, _now_ms(), action, detail))
+                     (gateway, clock.now_ms(), action, detail))
 
     # -- commands ------------------------------------------------------------------------------
     def add(self, gateway: str, *, client_cert: bool = False) -> Path:
@@ -144,7 +141,7 @@ class Fleet:
         with transaction(self.db) as conn:
             conn.execute("INSERT OR REPLACE INTO fleet_gateways (gateway, added_ms, removed_ms, key_id, "
                          "previous_key_id, overlap_until_ms, client_cert) VALUES (?, ?, NULL, ?, NULL, NULL, ?)",
-                         (gateway, _now_ms(), key_id(key), int(client_cert)))
+                         (gateway, clock.now_ms(), key_id(key), int(client_cert)))
             self._log(conn, gateway, "add", f"key_id={key_id(key)} client_cert={client_cert}")
         bundle = self.bundle(gateway)
         self.apply_access()
@@ -158,7 +155,7 @@ class Fleet:
         if self.record(gateway) is None:
             raise FleetError(f"gateway {gateway} is not provisioned")
         with transaction(self.db) as conn:
-            conn.execute("UPDATE fleet_gateways SET removed_ms = ? WHERE gateway = ?", (_now_ms(), gateway))
+            conn.execute("UPDATE fleet_gateways SET removed_ms = ? WHERE gateway = ?", (clock.now_ms(), gateway))
             self._log(conn, gateway, "remove")
         # Secrets first: should the broker not take the change now, nothing of the gateway's is
         # left here, and broker-init later deletes its user (it is no longer in the registry).
@@ -182,7 +179,7 @@ class Fleet:
         new = new_secret()
         write_private(directory / PREVIOUS_KEY, old + "\n")
         write_private(directory / "config.key", new + "\n")
-        until_ms = _now_ms() + int(overlap_s * 1000)
+        until_ms = clock.now_ms() + int(overlap_s * 1000)
         with transaction(self.db) as conn:
             conn.execute("UPDATE fleet_gateways SET key_id = ?, previous_key_id = ?, overlap_until_ms = ? "
                          "WHERE gateway = ?", (key_id(new), key_id(old), until_ms, gateway))
@@ -324,7 +321,7 @@ class Fleet:
                 secret.add(name)
             return name
 
-        rotating = (record.overlap_until_ms is not None and record.overlap_until_ms > _now_ms()
+        rotating = (record.overlap_until_ms is not None and record.overlap_until_ms > clock.now_ms()
                     and (directory / PREVIOUS_KEY).exists())
         config: dict[str, Any] = {}
         if rotating:

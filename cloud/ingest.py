@@ -54,7 +54,7 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from edgewave.shared import failpoints, topics
+from edgewave.shared import clock, failpoints, topics
 from edgewave.shared.broker import ReconnectSettings
 from edgewave.shared.events import EventError, decode_event, encode_event
 from edgewave.shared.landed_acks import echoable, encode_landed
@@ -167,7 +167,7 @@ class Ingest:
         oversized = len(payload) > self._size_limit(payload)
         props = getattr(msg, "properties", None)
         received = Received(msg.topic, payload[:self.settings.ingest.rejected_keep_bytes] if oversized else payload,
-                            msg.qos, msg.mid, bool(msg.retain), int(time.time() * 1000), len(payload),
+                            msg.qos, msg.mid, bool(msg.retain), clock.now_ms(), len(payload),
                             hashlib.sha256(payload).hexdigest(), oversized,
                             echoable(getattr(props, "CorrelationData", None)))
         self.inbox.put(received)

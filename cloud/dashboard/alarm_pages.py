@@ -20,6 +20,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 
+from edgewave.shared import clock
+
 from . import export
 from .alarms import ACKNOWLEDGED, ACTIVE, CLEARED, Alarm, AlarmError, AlarmStore
 from .auth import OPERATOR, SessionWatch, current_user, form_for
@@ -53,7 +55,7 @@ def _filters(request: Request) -> dict[str, Any]:
 def _list_args(f: dict[str, Any]) -> dict[str, Any]:
     span = SINCE_MS[f["since"]]
     return {"gateway": f["gateway"], "pattern": f["pattern"],
-            "since_ms": None if span is None else int(time.time() * 1000) - span,
+            "since_ms": None if span is None else clock.now_ms() - span,
             "states": (ACTIVE, ACKNOWLEDGED) if f["state"] == "open" else (ACTIVE, ACKNOWLEDGED, CLEARED)}
 
 

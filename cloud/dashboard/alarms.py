@@ -23,11 +23,11 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from edgewave.shared import clock
 from edgewave.shared.sqlite_files import open_read_write
 
 log = logging.getLogger("edgewave.cloud.dashboard.alarms")
@@ -187,7 +187,7 @@ class AlarmStore:
                     changed[alarm_id] = None
                 conn.execute("INSERT INTO follower (id, last_seq, updated_ms) VALUES (1, ?, ?) ON CONFLICT (id) "
                              "DO UPDATE SET last_seq = excluded.last_seq, updated_ms = excluded.updated_ms",
-                             (last_seq, int(time.time() * 1000)))
+                             (last_seq, clock.now_ms()))
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
@@ -231,12 +231,12 @@ class AlarmStore:
         if len(comment) > MAX_COMMENT_CHARS:
             raise AlarmError(f"the comment is longer than {MAX_COMMENT_CHARS} characters")
         return self._change(alarm_id, (ACTIVE,), "state = ?, acked_by = ?, acked_ms = ?, ack_comment = ?",
-                            (ACKNOWLEDGED, user, int(time.time() * 1000), comment), "acknowledged")
+                            (ACKNOWLEDGED, user, clock.now_ms(), comment), "acknowledged")
 
     def clear(self, alarm_id: int, user: str) -> Alarm:
         """Close an open alarm: the next match of its key opens a new one."""
         return self._change(alarm_id, (ACTIVE, ACKNOWLEDGED), "state = ?, cleared_by = ?, cleared_ms = ?",
-                            (CLEARED, user, int(time.time() * 1000)), "cleared")
+                            (CLEARED, user, clock.now_ms()), "cleared")
 
     def _change(self, alarm_id: int, from_states: tuple[str, ...], assignments: str, values: tuple,
                 verb: str) -> Alarm:

@@ -10,8 +10,9 @@ whichever range asked for it.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
+
+from edgewave.shared import clock
 
 MINUTE_MS = 60_000
 HOUR_MS = 60 * MINUTE_MS
@@ -86,7 +87,7 @@ def preset_range(name: str, now_ms: int | None = None) -> TimeRange:
     """``1h``, ``24h`` or ``7d`` ending now (the current, partly filled bucket included)."""
     if name not in PRESETS_MS:
         raise RangeError(f"unknown range {name!r} (one of {', '.join(PRESETS_MS)}, or custom with start and end)")
-    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    now_ms = clock.now_ms() if now_ms is None else now_ms
     return make_range(now_ms - PRESETS_MS[name], now_ms, name)
 
 

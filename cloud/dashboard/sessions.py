@@ -23,10 +23,10 @@ from __future__ import annotations
 import hashlib
 import secrets
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from edgewave.shared import clock
 from edgewave.shared.sqlite_files import open_read_write
 
 TOUCH_EVERY_MS = 60_000
@@ -44,10 +44,6 @@ CREATE TABLE IF NOT EXISTS sessions (
 CREATE INDEX IF NOT EXISTS sessions_by_expiry ON sessions (expires_ms);
 CREATE INDEX IF NOT EXISTS sessions_by_user ON sessions (user);
 """
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _key(session_id: str) -> str:
@@ -85,7 +81,7 @@ class SessionStore:
     def open(self, user: str, credential: str, client: str) -> str:
         """A new session for ``user``; returns its id (for the cookie, never stored as such)."""
         session_id = secrets.token_urlsafe(32)
-        now = _now_ms()
+        now = clock.now_ms()
         with self._lock:
             self.conn.execute("INSERT INTO sessions (id_hash, user, credential, client, created_ms, last_seen_ms, "
                               "expires_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -97,7 +93,7 @@ class SessionStore:
         """The open session with this id, its expiry moved on; None when there is none or it expired."""
         if not isinstance(session_id, str) or not session_id:
             return None
-        key, now = _key(session_id), _now_ms()
+        key, now = _key(session_id), clock.now_ms()
         with self._lock:
             row = self.conn.execute("SELECT user, credential, last_seen_ms, expires_ms FROM sessions "
                                     "WHERE id_hash = ?", (key,)).fetchone()
@@ -133,11 +129,11 @@ class SessionStore:
         """Delete expired sessions; returns how many."""
         with self._lock:
             return self.conn.execute("DELETE FROM sessions WHERE expires_ms <= ?",
-                                     (_now_ms() if now_ms is None else now_ms,)).rowcount
+                                     (clock.now_ms() if now_ms is None else now_ms,)).rowcount
 
     def count(self, user: str | None = None) -> int:
         """Open (unexpired) sessions, of ``user`` or of everybody."""
-        sql, params = "SELECT COUNT(*) FROM sessions WHERE expires_ms > ?", [_now_ms()]
+        sql, params = "SELECT COUNT(*) FROM sessions WHERE expires_ms > ?", [clock.now_ms()]
         if user is not None:
             sql += " AND user = ?"
             params.append(user)

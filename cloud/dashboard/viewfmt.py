@@ -7,12 +7,13 @@ times are UTC and say so.
 """
 from __future__ import annotations
 
-import time
 from urllib.parse import unquote
 from datetime import datetime, timezone
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from starlette.requests import Request
+
+from edgewave.shared import clock
 
 from .queries import format_duration
 
@@ -51,7 +52,7 @@ class Formatter:
     def __init__(self, zone: ZoneInfo | timezone, now_ms: int | None = None) -> None:
         self.zone = zone
         self.zone_name = zone_name(zone)
-        self.now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        self.now_ms = clock.now_ms() if now_ms is None else now_ms
 
     def time(self, ms: int | None) -> str:
         if ms is None:

@@ -238,3 +238,21 @@ print(before.depth, before.bytes, after.depth, after.bytes, len(rows), sum(len(r
     refused, figures = done.stdout.splitlines()
     assert refused == "refused: disk I/O error"
     assert figures.split() == ["10", "1000"] * 3
+
+
+def test_outbox_rows_age_by_real_time_while_stream_time_is_shifted(tmp_path, monkeypatch):
+    """shared/clock.py: an outbox row's age (max_age_s, the status's oldest age) is real time;
+    stream time (agent_clock.py), which tests shift to step the clock, does not move it."""
+    from edgewave.agent.agent_clock import CLOCK
+    from edgewave.shared import clock
+
+    monkeypatch.setattr(CLOCK, "wall_offset_ms", -3_600_000)
+    box = make(tmp_path / "o.db")
+    before = clock.now_ms()
+    box.append("id1", "match", b"p")
+    after = clock.now_ms()
+    (row,) = box.pending_after(0, 10)
+    assert before <= row.created_ms <= after
+    assert abs(CLOCK.wall_ms() - (row.created_ms - 3_600_000)) < 60_000     # stream time is an hour behind
+    assert 0 <= box.stats().oldest_age_ms < 60_000
+    box.close()

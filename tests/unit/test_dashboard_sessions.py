@@ -26,7 +26,7 @@ def test_logout_ends_the_session_for_every_copy_of_the_id(tmp_path):
 
 def test_unused_sessions_expire_and_are_purged(tmp_path, monkeypatch):
     now = [1_000_000]
-    monkeypatch.setattr(sessions, "_now_ms", lambda: now[0])
+    monkeypatch.setattr(sessions.clock, "now_ms", lambda: now[0])
     store = SessionStore(tmp_path / "dashboard.db", max_age_s=600)
     kept, idle = store.open("alice", "c", "a"), store.open("victor", "c", "b")
     now[0] += 400_000
