@@ -30,10 +30,10 @@ from typing import Callable
 
 from edgewave.agent.config import AgentSettings
 from edgewave.agent.engine import Engine, Match, parse_query
-from edgewave.agent.engine.query import QuerySyntaxError
+from edgewave.agent.engine.config_check import check_config_document, unprocessable
 from edgewave.shared.bounded_json import load_json
 from edgewave.shared.configdoc import (ENVELOPE_MAX_DEPTH, LONG_MAX, REJECTION_KINDS, ConfigRejected,
-                                       DocumentLimits, SignificanceRule, load_config_document, verify_envelope)
+                                       DocumentLimits, SignificanceRule, verify_envelope)
 
 Triple = tuple[str, str, str]
 
@@ -87,38 +87,15 @@ def compile_document(version: int, fmt: str, text: str, settings: AgentSettings,
                      limits: DocumentLimits | None = None) -> CompiledConfig:
     """Parse and validate a document completely; raises ConfigRejected with an operator's reason.
 
-    ``limits`` (see ``document_limits``) apply to what comes from outside; None for a
-    document the config store holds, which passed them when it was pushed."""
-    doc = load_config_document(text, fmt, limits)
-    if doc.version is not None and doc.version != version:
-        raise ConfigRejected(f"version mismatch: envelope says {version}, document says {doc.version}")
-    patterns: dict[str, str] = {}
-    trial = Engine(schema=list(doc.schema), entailment=settings.engine.entailment, on_match=lambda m: None)
-    for label, query_text in sorted(doc.patterns.items()):
-        try:
-            query = parse_query(query_text)
-        except QuerySyntaxError as exc:
-            line, column = getattr(exc, "line", "?"), getattr(exc, "column", "?")
-            message = getattr(exc, "message", None) or str(exc)
-            raise ConfigRejected(f"parse error in pattern {label} at line {line} column {column}: {message}") from exc
-        if query.name in patterns:
-            raise ConfigRejected(f"duplicate pattern name {query.name}")
-        for window in query.windows.values():
-            streams = window.streams() if hasattr(window, "streams") else (window.stream,)
-            for stream in streams:
-                if not settings.knows_stream(stream):
-                    raise ConfigRejected(f"unknown stream {stream} in pattern {query.name}: "
-                                         "no input.streams entry or default_stream rule reaches it")
-        try:
-            trial.add_query(query)
-        except Exception as exc:
-            raise ConfigRejected(f"pattern {query.name} cannot be compiled: {exc}") from exc
-        patterns[query.name] = query_text
-    try:
-        trial.add_static(list(doc.static))
-    except Exception as exc:
-        raise ConfigRejected(f"static data rejected by the engine: {exc}") from exc
-    return CompiledConfig(version=version, format=fmt, document=text, patterns=patterns,
+    The checks are the engine package's ``check_config_document``, the same the cloud runs
+    before it signs a document, given what only this gateway knows: its streams, its
+    entailment setting and the envelope's version. ``limits`` (see ``document_limits``)
+    apply to what comes from outside; None for a document the config store holds, which
+    passed them when it was pushed."""
+    checked = check_config_document(text, fmt, limits=limits, version=version,
+                                    entailment=settings.engine.entailment, knows_stream=settings.knows_stream)
+    doc = checked.document
+    return CompiledConfig(version=version, format=fmt, document=text, patterns=checked.patterns,
                           schema=frozenset(doc.schema), static=frozenset(doc.static),
                           significance=list(doc.significance))
 
@@ -182,8 +159,7 @@ def judge(payload: bytes, settings: AgentSettings, key: bytes, applied: Compiled
             version = _peek_version(payload, settings.config.max_envelope_bytes)
         except Exception:        # little stack left after a RecursionError
             version = None
-        return Verdict(version, REJECTED, f"document could not be processed: {type(exc).__name__}: {str(exc)[:200]}",
-                       kind=DECODER_ERROR)
+        return Verdict(version, REJECTED, unprocessable(exc), kind=DECODER_ERROR)
 
 
 def _judge(payload: bytes, settings: AgentSettings, key: bytes, applied: CompiledConfig | None,
@@ -207,9 +183,7 @@ def _judge(payload: bytes, settings: AgentSettings, key: bytes, applied: Compile
     except ConfigRejected as exc:
         return Verdict(envelope.version, REJECTED, exc.reason, kind=exc.kind)
     except Exception as exc:     # past the signature: name the version in the ack
-        return Verdict(envelope.version, REJECTED,
-                       f"document could not be processed: {type(exc).__name__}: {str(exc)[:200]}",
-                       kind=DECODER_ERROR)
+        return Verdict(envelope.version, REJECTED, unprocessable(exc), kind=DECODER_ERROR)
     return Verdict(envelope.version, APPLIED, None, compiled)
 
 

@@ -180,12 +180,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _make_config(args: argparse.Namespace) -> int:
-    """Write a config document whose patterns compile, so push-config will accept it.
+    """Write a config document that push-config will accept and a gateway will compile.
 
-    A file that cannot be read, a pattern that does not compile, or a malformed line in
-    the schema or static data stops it with the file and the reason (exit status 2):
-    a document with part of its input missing must not reach a gateway."""
+    A file that cannot be read, a pattern that does not parse, or a malformed line in the
+    schema or static data stops it with the file and the reason (exit status 2): a document
+    with part of its input missing must not reach a gateway. The assembled document then
+    goes through the check the agent runs before it applies one (two patterns registering
+    one name, a pattern the engine cannot compile, the document limits), refused with the
+    agent's own reason."""
     from edgewave.agent.engine import parse_query
+    from edgewave.agent.engine.config_check import check_config_document
     from edgewave.agent.engine.query import QuerySyntaxError
     from edgewave.shared import configdoc
     from edgewave.shared.ntriples import NTriplesError
@@ -205,7 +209,7 @@ def _make_config(args: argparse.Namespace) -> int:
                 raise RdfFileError(f"{path}: {errors[0]}{more}")
         return out
 
-    patterns: dict[str, str] = {}
+    patterns: list[tuple[str, str]] = []     # (name, text) as given: a name twice is the check's to refuse
     try:
         for path in args.query:
             text = read_text(path)
@@ -213,7 +217,7 @@ def _make_config(args: argparse.Namespace) -> int:
                 name = parse_query(text).name
             except QuerySyntaxError as exc:
                 return refuse(f"{path}: {exc}")
-            patterns[name] = text
+            patterns.append((name, text))
         schema = sorted(set(triples(args.schema)))
         static = triples(args.static)
         rules: list[configdoc.SignificanceRule] = []
@@ -226,6 +230,10 @@ def _make_config(args: argparse.Namespace) -> int:
     except RdfFileError as exc:
         return refuse(str(exc))
     document = configdoc.build_config_document(patterns, schema, static, rules)
+    try:
+        check_config_document(document, "trig")
+    except configdoc.ConfigRejected as exc:
+        return refuse(exc.reason)
     if args.out:
         args.out.write_text(document, encoding="utf-8")
     else:

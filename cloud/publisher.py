@@ -1,19 +1,22 @@
 """push-config: validate, sign, version, publish (retained) and wait for the gateway's ack.
 
-A document is checked before anything leaves the cloud: it must parse as
-TriG/Turtle config and every pattern in it must compile with the engine's
-RSP-QL parser. A bad document is refused with the parse error and never
-published. A good one gets the gateway's next version (recorded as a pending
-push in SQLite), is signed with the gateway's key and published retained at
-QoS 1 on ``ew/<gw>/config``, so a gateway that is offline gets it when it
-reconnects. push-config then waits for the ack with that version on
-``ew/<gw>/config/ack``. A push that times out stays retained and pending;
-ingest resolves it when the ack arrives later.
+A document is checked before anything leaves the cloud, by the check the
+agent runs before it applies one (``edgewave.agent.engine.config_check``): it
+must parse as TriG/Turtle config and every pattern in it must compile in a
+trial engine with the document's schema and static data. A bad document is
+refused with the reason the agent would give and never published. A good one
+gets the gateway's next version (recorded as a pending push in SQLite), is
+signed with the gateway's key and published retained at QoS 1 on
+``ew/<gw>/config``, so a gateway that is offline gets it when it reconnects.
+push-config then waits for the ack with that version on ``ew/<gw>/config/ack``.
+A push that times out stays retained and pending; ingest resolves it when the
+ack arrives later.
 
 Each gateway's push is its own: whatever goes wrong for one (no version left to
-give it, no signing key, the broker not taking its publish) is recorded for that
-gateway with the reason (``push_failures``; its pending push, if it had one, marked
-failed), printed (``gw1: not pushed: <reason>``), and the others are pushed all the same.
+give it, no signing key, a document whose own ``ew:version`` is not the version
+it gets, the broker not taking its publish) is recorded for that gateway with
+the reason (``push_failures``; its pending push, if it had one, marked failed),
+printed (``gw1: not pushed: <reason>``), and the others are pushed all the same.
 """
 from __future__ import annotations
 
@@ -25,8 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from edgewave.agent.engine.config_check import (CheckedDocument, check_config_document, check_version,
+                                                 unprocessable)
 from edgewave.shared import topics
-from edgewave.shared.configdoc import ConfigRejected, load_config_document, sign_envelope
+from edgewave.shared.configdoc import ConfigRejected, sign_envelope
 from edgewave.shared.mqtt_client import new_client
 
 from .database import open_database, transaction
@@ -83,36 +88,18 @@ def document_format(path: Path, explicit: str | None = None) -> str:
     raise InvalidDocument(f"cannot tell the format of {path.name} (use .trig or .ttl, or --format)")
 
 
-def _query_parser() -> tuple[Callable[[str], Any], type[Exception]]:
-    """The engine's RSP-QL parser (the cloud may import the engine, never the agent runtime)."""
-    try:
-        from edgewave.agent.engine.rspql import QuerySyntaxError, parse_query  # type: ignore[attr-defined]
-    except ImportError:
-        try:
-            from edgewave.agent.engine import QuerySyntaxError, parse_query  # type: ignore[attr-defined]
-        except ImportError as exc:
-            raise InvalidDocument(f"cannot validate patterns: the engine's RSP-QL parser is not available ({exc})") \
-                from exc
-    return parse_query, QuerySyntaxError
+def validate_document(text: str, fmt: str) -> CheckedDocument:
+    """Refuse (InvalidDocument, with the gateway's own reason) what a gateway would refuse to compile.
 
-
-def validate_document(text: str, fmt: str) -> int:
-    """Parse the document and compile its patterns; returns how many patterns it holds."""
+    The checks are the engine's ``check_config_document``, the ones the agent runs before it
+    applies a document, within the agent's default document limits. Only what a gateway alone
+    knows is left to it: the streams its sensor input reaches, and its own limits when changed."""
     try:
-        doc = load_config_document(text, fmt)
+        return check_config_document(text, fmt)
     except ConfigRejected as exc:
         raise InvalidDocument(exc.reason) from exc
-    parse_query, syntax_error = _query_parser()
-    for name, query in sorted(doc.patterns.items()):
-        try:
-            parse_query(query)
-        except syntax_error as exc:
-            line = getattr(exc, "line", None)
-            column = getattr(exc, "column", None)
-            where = f" at line {line}, column {column}" if line is not None else ""
-            message = getattr(exc, "message", None) or str(exc)
-            raise InvalidDocument(f"pattern {name!r}: syntax error{where}: {message}") from exc
-    return len(doc.patterns)
+    except Exception as exc:     # what a gateway would ack as unprocessable
+        raise InvalidDocument(unprocessable(exc)) from exc
 
 
 class AckWaiter:
@@ -171,7 +158,7 @@ def push_config(settings: CloudSettings, gateways: list[str], path: Path, *, fmt
     try:
         text = path.read_text(encoding="utf-8-sig")   # a leading byte-order mark is dropped
         fmt = document_format(path, fmt)
-        count = validate_document(text, fmt)
+        checked = validate_document(text, fmt)
     except (InvalidDocument, OSError, UnicodeDecodeError) as exc:
         reason = f"{path}: {exc}"
         log.error("push refused %s", reason)
@@ -186,7 +173,8 @@ def push_config(settings: CloudSettings, gateways: list[str], path: Path, *, fmt
     if not keys:       # no gateway can be signed for: nothing is published or recorded (a configuration error)
         log.error("push refused %s", "; ".join(o.reason for o in outcomes.values()))
         return [PushOutcome(gw, None, "invalid", f"{path}: {outcomes[gw].reason}") for gw in gateways]
-    log.info("push validated file=%s format=%s patterns=%d gateways=%s", path, fmt, count, ",".join(gateways))
+    log.info("push validated file=%s format=%s patterns=%d gateways=%s", path, fmt, len(checked.patterns),
+             ",".join(gateways))
 
     db = open_database(settings.database)
     try:
@@ -206,9 +194,10 @@ def push_config(settings: CloudSettings, gateways: list[str], path: Path, *, fmt
             version: int | None = None
             try:
                 version = reserve_version(db, gw, fmt, text, int(time.time() * 1000))
+                check_version(checked.document.version, version)   # the gateway would refuse another
                 waiter.publish_retained(topics.config_topic(gw), sign_envelope(gw, version, text, fmt, keys[gw]))
             except Exception as exc:   # this gateway's push alone fails; the others go on
-                reason = str(exc) if isinstance(exc, (PushError, ConnectionError)) else \
+                reason = str(exc) if isinstance(exc, (PushError, ConnectionError, ConfigRejected)) else \
                     f"{type(exc).__name__}: {exc}"
                 outcomes[gw] = PushOutcome(gw, version, "failed", reason)
                 _failed(db, outcomes[gw], out)

@@ -15,7 +15,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 import rdflib
 from rdflib import Literal, URIRef
@@ -349,20 +349,22 @@ def _long_string(text: str) -> str:
     return f'"""{escaped}"""'
 
 
-def build_config_document(patterns: dict[str, str], schema: list[tuple[str, str, str]],
-                          static: list[tuple[str, str, str]],
+def build_config_document(patterns: Mapping[str, str] | Iterable[tuple[str, str]],
+                          schema: list[tuple[str, str, str]], static: list[tuple[str, str, str]],
                           significance: list[SignificanceRule] = ()) -> str:
     """A TriG config document from its parts, the inverse of load_config_document.
 
     Operators keep patterns (.rq), schema (Turtle) and site data (N-Triples) as separate
-    files; this assembles what a gateway receives.
+    files; this assembles what a gateway receives. ``patterns`` may also be (name, text)
+    pairs, written as given, so a name that comes twice stays in the document for the
+    check to refuse rather than one of its patterns being dropped.
     """
     def graph(name: str, triples: list[tuple[str, str, str]]) -> str:
         body = "".join(f"  {s} {p} {o} .\n" for s, p, o in triples)
         return f"ew:{name} {{\n{body}}}\n"
 
     items = []
-    for name, text in patterns.items():
+    for name, text in (patterns.items() if isinstance(patterns, Mapping) else patterns):
         items.append(f'    ew:pattern [ a ew:Pattern ; ew:name {json.dumps(name)} ; ew:query {_long_string(text)} ]')
     for rule in significance:
         fields = [("property", rule.property), ("deadbandAbsolute", rule.deadband_absolute),

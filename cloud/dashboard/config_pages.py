@@ -8,9 +8,10 @@ Operator: POST /config/push (a document to one, several or all gateways),
           POST /gateways/{gw}/push (a document uploaded as a file; see app.py)
 
 Every push goes through push-config's own code (cloud/publisher.py): the same
-validation before anything is published, the next version, the signature, the
-retained publish and the wait for the ack, in a background thread; the history
-shows it pending until the ack resolves it. Each gateway's push is its own: one
+validation before anything is published (the check the agent compiles a document
+with), the next version, the signature, the retained publish and the wait for
+the ack, in a background thread; the history shows it pending until the ack
+resolves it. Each gateway's push is its own: one
 that cannot be made (no version left for it, no signing key, the publish refused)
 is recorded for that gateway and shown on its row with the reason, and the
 others go ahead; the page after a push names the gateways it could not reach.
@@ -60,7 +61,8 @@ def _reader(request: Request) -> queries.Reader:
 # -- pushing (shared with the upload form in app.py) ------------------------------------------
 
 def validate_for_push(settings: CloudSettings, gateways: list[str], text: bytes, fmt: str) -> str | None:
-    """What is wrong with pushing ``text`` to ``gateways`` (push-config's validation), or None."""
+    """What is wrong with pushing ``text`` to ``gateways``, or None: push-config's validation, so a
+    document the agent would refuse to compile is refused here with the agent's own reason."""
     from edgewave.cloud.publisher import InvalidDocument, validate_document
     from edgewave.cloud.settings import SettingsError
 

@@ -286,16 +286,17 @@ def test_pushing_from_the_form_is_applied_by_the_agent_and_a_broken_pattern_show
     page.locator("form.push-editor textarea").fill(FIRST.replace("REGISTER RSTREAM", "REGISTER RSTREEM"))
     page.locator("form.push-editor input[name=gateway][value=gw1]").check()
     page.locator("form.push-editor button[type=submit]").click()
-    assert "syntax error" in page.locator("form.push-editor .error").inner_text()
+    assert "parse error in pattern alarm at line" in page.locator("form.push-editor .error").inner_text()
     assert len(query(pipeline.db, "SELECT 1 FROM config_pushes WHERE gateway='gw1'")) == 2
-    # One the cloud accepts but the agent refuses (two patterns registering one name): rejected, with its reason.
+    # One only the gateway can judge (a stream its sensor input does not reach): rejected, with its reason.
     page.goto("/config")
-    page.locator("form.push-editor textarea").fill(document({"alarm": ALARM, "alarm-again": ALARM}))
+    elsewhere = ALARM.replace("http://example.org/stream/alarm", "http://elsewhere.org/stream")
+    page.locator("form.push-editor textarea").fill(document({"alarm": elsewhere}))
     page.locator("form.push-editor input[name=gateway][value=gw1]").check()
     page.locator("form.push-editor button[type=submit]").click()
     page.wait_for_url(re.compile(r"/config\?pushed=gw1"))
     reload_until(page, lambda: _newest_push(page, "gw1") == ("3", "rejected"), 60, "the agent to reject version 3")
-    assert "duplicate pattern name" in page.locator("#config-table tr[data-gateway='gw1']").inner_text()
+    assert "unknown stream" in page.locator("#config-table tr[data-gateway='gw1']").inner_text()
     # The old patterns keep matching.
     pipeline.publish_alarm(20)
     wait_for(lambda: any(e["pattern"] == "alarm" and f"<{EX}alarm20>" in str(e["bindings"]) for e in

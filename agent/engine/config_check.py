@@ -1,0 +1,90 @@
+"""The one judgement of a config document's patterns, shared by the agent and the cloud.
+
+A gateway compiles a pushed document in a trial engine before it applies it; the cloud
+must refuse, before it signs and publishes, every document that trial would refuse, and
+say so in the same words, or an operator learns of a bad pattern only from a rejected
+ack. So both call ``check_config_document``: the agent when it applies a document
+(``edgewave.agent.reconfigure.compile_document``), the cloud in ``push-config``, the
+dashboard's push and upload forms and ``make-config``. It lives in the engine package
+because it needs the engine and the cloud may import the engine but not the agent; like
+the rest of the package it does no I/O.
+
+What only a gateway knows stays the caller's to supply: the streams its sensor input
+reaches (``knows_stream``, from the agent's ``input.streams`` and ``default_stream``), the
+version the envelope carries (``version``), its document limits and whether it entails.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from edgewave.shared.configdoc import ConfigDocument, ConfigRejected, DocumentLimits, load_config_document
+
+from .engine import Engine
+from .query import QuerySyntaxError, parse_query
+
+DEFAULT_LIMITS = DocumentLimits()
+
+
+@dataclass(frozen=True)
+class CheckedDocument:
+    """A document that passed every check: what it says, and its patterns by the name they register."""
+
+    document: ConfigDocument
+    patterns: dict[str, str]      # the name after REGISTER -> the query text
+
+
+def unprocessable(exc: BaseException) -> str:
+    """The reason given for a document whose judging raised something unexpected (RecursionError,
+    MemoryError, a bug): the document fails, not the one judging it."""
+    return f"document could not be processed: {type(exc).__name__}: {str(exc)[:200]}"
+
+
+def check_version(declared: int | None, version: int) -> None:
+    """Raise ConfigRejected when the document's own ``ew:version`` is not the envelope's ``version``.
+
+    Separate from ``check_config_document`` because the cloud knows the version only once it
+    has reserved one for a gateway."""
+    if declared is not None and declared != version:
+        raise ConfigRejected(f"version mismatch: envelope says {version}, document says {declared}")
+
+
+def check_config_document(text: str, fmt: str, *, limits: DocumentLimits | None = DEFAULT_LIMITS,
+                          version: int | None = None, entailment: bool = True,
+                          knows_stream: Callable[[str], bool] | None = None) -> CheckedDocument:
+    """Parse ``text`` and compile every pattern of it in a trial engine with its schema and static data.
+
+    Raises ConfigRejected with the reason a gateway puts in its ack, checked in the order the
+    gateway checks: the document's limits and syntax, ``version`` against the document's own
+    (when given), then per pattern (by label) its syntax, a name registered twice, the streams
+    it reads (when ``knows_stream`` is given), its compilation, and last the static data.
+    ``limits`` None: a document accepted before (a gateway's config store)."""
+    doc = load_config_document(text, fmt, limits)
+    if version is not None:
+        check_version(doc.version, version)
+    patterns: dict[str, str] = {}
+    trial = Engine(schema=list(doc.schema), entailment=entailment, on_match=lambda m: None)
+    for label, query_text in sorted(doc.patterns.items()):
+        try:
+            query = parse_query(query_text)
+        except QuerySyntaxError as exc:
+            raise ConfigRejected(f"parse error in pattern {label} at line {exc.line} column {exc.column}: "
+                                 f"{exc.message or exc}") from exc
+        if query.name in patterns:
+            raise ConfigRejected(f"duplicate pattern name {query.name}")
+        if knows_stream is not None:
+            for window in query.windows.values():
+                for stream in window.streams():
+                    if not knows_stream(stream):
+                        raise ConfigRejected(f"unknown stream {stream} in pattern {query.name}: "
+                                             "no input.streams entry or default_stream rule reaches it")
+        try:
+            trial.add_query(query)
+        except Exception as exc:
+            raise ConfigRejected(f"pattern {query.name} cannot be compiled: {exc}") from exc
+        patterns[query.name] = query_text
+    try:
+        trial.add_static(list(doc.static))
+    except Exception as exc:
+        raise ConfigRejected(f"static data rejected by the engine: {exc}") from exc
+    return CheckedDocument(doc, patterns)
