@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 from edgewave.agent.config import AgentSettings
 from edgewave.agent.engine import Engine, Match, parse_query
 from edgewave.agent.engine.config_check import check_config_document, unprocessable
+from edgewave.shared import clock
 from edgewave.shared.bounded_json import load_json
 from edgewave.shared.configdoc import (ENVELOPE_MAX_DEPTH, LONG_MAX, REJECTION_KINDS, ConfigRejected,
                                        DocumentLimits, SignificanceRule, verify_envelope)
@@ -191,7 +191,7 @@ def ack_payload(gateway: str, verdict: Verdict, applied_version: int | None) -> 
     """The JSON ack for ``ew/<gateway>/config/ack``."""
     return json.dumps({"gateway": gateway, "version": verdict.version, "status": verdict.status,
                        "reason": verdict.reason, "appliedVersion": applied_version,
-                       "at": int(time.time() * 1000)}).encode()
+                       "at": clock.now_ms()}).encode()
 
 
 def _peek_version(payload: bytes, max_bytes: int) -> int | None:

@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 from edgewave.agent.engine.config_check import (CheckedDocument, check_config_document, check_version,
                                                  unprocessable)
-from edgewave.shared import topics
+from edgewave.shared import clock, topics
 from edgewave.shared.configdoc import ConfigRejected, sign_envelope
 from edgewave.shared.mqtt_client import new_client
 
@@ -193,7 +193,7 @@ def push_config(settings: CloudSettings, gateways: list[str], path: Path, *, fmt
                 continue
             version: int | None = None
             try:
-                version = reserve_version(db, gw, fmt, text, int(time.time() * 1000))
+                version = reserve_version(db, gw, fmt, text, clock.now_ms())
                 check_version(checked.document.version, version)   # the gateway would refuse another
                 waiter.publish_retained(topics.config_topic(gw), sign_envelope(gw, version, text, fmt, keys[gw]))
             except Exception as exc:   # this gateway's push alone fails; the others go on
@@ -215,7 +215,7 @@ def push_config(settings: CloudSettings, gateways: list[str], path: Path, *, fmt
             if ack is None:
                 log.warning("push ignored malformed ack: %s", problem)
                 continue
-            now_ms = int(time.time() * 1000)
+            now_ms = clock.now_ms()
             with transaction(db) as conn:
                 record_ack(conn, gw, ack, now_ms)
             if pending.get(gw) != ack["version"]:
@@ -226,7 +226,7 @@ def push_config(settings: CloudSettings, gateways: list[str], path: Path, *, fmt
         for gw, version in pending.items():
             reason = (f"timed out after {timeout:g}s; the config stays retained on {topics.config_topic(gw)} "
                       f"and the gateway applies it when it next connects")
-            resolve_push(db, gw, version, PUSH_TIMEOUT, reason, int(time.time() * 1000))
+            resolve_push(db, gw, version, PUSH_TIMEOUT, reason, clock.now_ms())
             outcomes[gw] = PushOutcome(gw, version, "timeout", reason)
             out(outcomes[gw].describe())
         return [outcomes[gw] for gw in gateways]
@@ -239,7 +239,7 @@ def _failed(db: Any, outcome: PushOutcome, out: Callable[[str], None]) -> None:
     """Record, log and print one gateway's failed push."""
     log.error("push failed gateway=%s version=%s reason=%r", outcome.gateway, outcome.version, outcome.reason)
     try:
-        record_push_failure(db, outcome.gateway, outcome.reason, int(time.time() * 1000), outcome.version)
+        record_push_failure(db, outcome.gateway, outcome.reason, clock.now_ms(), outcome.version)
     except Exception as exc:     # the database refusing too: the line printed still names it
         log.error("push failure not recorded gateway=%s error=%r", outcome.gateway, str(exc))
     out(outcome.describe())

@@ -36,6 +36,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from edgewave.cloud.settings import CloudSettings, SettingsError
+from edgewave.shared import clock
 
 from . import alarm_pages, config_pages, export, live, queries
 from .alarms import AlarmStore
@@ -55,10 +56,6 @@ PUBLIC_PREFIXES = ("/login", "/static/")
 
 CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
                            "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
 
 def _wants_json(request: Request) -> bool:
     path = request.url.path
@@ -127,7 +124,7 @@ def _range_params(rng: TimeRange) -> str:
 
 def _gateways(request: Request, q: queries.Query) -> list[queries.GatewayRow]:
     d = _settings(request).dashboard
-    return queries.gateway_rows(q, _now_ms(), d.offline_after_s, d.lagging_after_s)
+    return queries.gateway_rows(q, clock.now_ms(), d.offline_after_s, d.lagging_after_s)
 
 
 def _chart(rng: TimeRange, q: queries.Query) -> dict[str, Any]:
@@ -297,7 +294,7 @@ def api_gateways(request: Request) -> Response:
 
 def _one_gateway(request: Request, q: queries.Query) -> queries.GatewayRow:
     d = _settings(request).dashboard
-    row = queries.gateway_row(q, request.path_params["gateway"], _now_ms(), d.offline_after_s, d.lagging_after_s)
+    row = queries.gateway_row(q, request.path_params["gateway"], clock.now_ms(), d.offline_after_s, d.lagging_after_s)
     if row is None:
         raise HTTPException(404, f"no gateway {request.path_params['gateway']!r} in the registry")
     return row

@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import tempfile
 import threading
-import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -32,6 +31,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from edgewave.cloud.settings import CloudSettings
+from edgewave.shared import clock
 
 from . import configs, queries
 from .auth import OPERATOR, current_user, form_for
@@ -44,10 +44,6 @@ FORMATS = ("trig", "turtle")
 PUBLISH_WAIT_S = 5.0
 """How long the push form waits for the publishes (not the acks) before it answers, so the page
 it redirects to can name the gateways that could not be pushed to."""
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _settings(request: Request) -> CloudSettings:
@@ -141,7 +137,7 @@ def _push(job: PushThread) -> None:
                 try:
                     for gateway in gateways:
                         if gateway not in job.pushed:
-                            record_push_failure(db, gateway, reason, _now_ms())
+                            record_push_failure(db, gateway, reason, clock.now_ms())
                 finally:
                     db.conn.close()
             except Exception as again:
@@ -176,7 +172,7 @@ def _applied_version(q: queries.Query, gateway: str) -> int | None:
 
 def _known_gateways(request: Request, q: queries.Query) -> list[str]:
     """Every gateway the registry knows, and every one cloud.yaml or the fleet has a signing key for."""
-    names = {g.gateway for g in queries.gateway_rows(q, _now_ms(), 1e9, 1e9)}
+    names = {g.gateway for g in queries.gateway_rows(q, clock.now_ms(), 1e9, 1e9)}
     names.update(_settings(request).gateways)
     secrets = _settings(request).fleet.gateway_dir("x").parent
     if secrets.is_dir():
@@ -208,7 +204,7 @@ def _fleet_context(request: Request, q: queries.Query, **extra: Any) -> dict[str
             if found:
                 text, fmt = found
                 break
-    return {"nav": "config", "rows": rows, "gateways": gateways, "now_ms": _now_ms(),
+    return {"nav": "config", "rows": rows, "gateways": gateways, "now_ms": clock.now_ms(),
             "ack_timeout_s": settings.push.ack_timeout_s, "document": text, "format": fmt,
             "chosen": set(request.query_params.getlist("gateway")), **extra}
 
@@ -276,7 +272,7 @@ def gateway_config_page(request: Request) -> Response:
             parse_error = exc.reason
     return render(request, "gateway_config.html", {
         "nav": "config", "gateway": gateway, "applied": applied, "shown": shown, "doc": found, "patterns": patterns,
-        "parse_error": parse_error, "history": history, "now_ms": _now_ms(),
+        "parse_error": parse_error, "history": history, "now_ms": clock.now_ms(),
         "ack_timeout_s": settings.push.ack_timeout_s, "rolled": request.query_params.get("rolled")})
 
 
