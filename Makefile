@@ -32,8 +32,15 @@ $(VENV)/.interpreter: FORCE
 
 FORCE:
 
+# The suite on TEST_WORKERS pytest-xdist workers (a file's tests stay on one worker), then the
+# tests marked serial one at a time. MARK narrows both parts, e.g. make test MARK='not slow'.
+TEST_WORKERS ?= 4
+MARK ?= 
 test: setup
-	@$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	@$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile \
+	   -m "$(if $(strip $(MARK)),($(MARK)) and )not serial" $(PYTEST_ARGS) \
+	 && { $(PY) -m pytest -q -p no:cacheprovider -m "$(if $(strip $(MARK)),($(MARK)) and )serial" $(PYTEST_ARGS); \
+	      rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]; }     # 5: MARK left no serial test
 
 bench: setup
 	@$(PY) tests/benchmarks/run.py $(BENCH_ARGS)

@@ -72,6 +72,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "shared_data" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.reference_data)
+    # Files holding slow tests first (a stable sort keeps each file's own order): on parallel
+    # workers the longest files then start at once instead of ending the run alone.
+    slow_files = {item.path for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.path not in slow_files)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -203,10 +203,11 @@ def test_offline_and_lagging_gateways_stand_out_and_come_first(context, dashboar
     assert order == [("gw-silent", "offline"), ("gw-will", "offline"), ("gw-lag", "lagging"), ("gw-ok", "online"),
                      ("gw-zeta", "online")]
     assert dict(order) == dashboard.data.expected_health
-    assert "no status for 20 min" in rows.nth(0).inner_text()
+    # ages count on from when the data was written: a minute more on a loaded machine is right
+    assert re.search(r"no status for 2[01] min", rows.nth(0).inner_text())
     assert "Last Will" in rows.nth(1).inner_text()
     lag = rows.nth(2).inner_text()
-    assert "4,200" in lag and "17" in lag and "15 min" in lag
+    assert "4,200" in lag and "17" in lag and re.search(r"\b1[56] min\b", lag), lag
     # They stand out: a coloured row, not just a word.
     assert rows.nth(0).evaluate("r => getComputedStyle(r).backgroundColor") != \
         rows.nth(3).evaluate("r => getComputedStyle(r).backgroundColor")

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from edgewave.agent.outbox import PAGE_SIZE, Outbox
 from edgewave.agent.outbox_checkpoint import AUTOCHECKPOINT_PAGES, CHECKPOINT_COMMITS, Checkpointer
 
@@ -145,6 +147,7 @@ def test_checkpoint_copies_the_wal_and_keeps_it_from_growing(tmp_path):
     assert [r.seq for r in again.pending_after(0, 10)] == [seq]
 
 
+@pytest.mark.serial      # its thread runs only on idle CPU: other tests' load starves it
 def test_the_checkpoint_thread_keeps_the_wal_below_sqlites_own_threshold(tmp_path):
     """SQLite's automatic checkpoint would run in a writer's commit (fsyncs on the agent's
     network thread): the outbox's own thread must keep the WAL from ever reaching it, even
@@ -164,6 +167,7 @@ def test_the_checkpoint_thread_keeps_the_wal_below_sqlites_own_threshold(tmp_pat
     assert [r.event_id for r in make(path).pending_after(0, 10)] == []
 
 
+@pytest.mark.serial      # its thread runs only on idle CPU: other tests' load starves it
 def test_the_checkpoint_thread_runs_only_on_a_core_that_would_idle(tmp_path):
     """At normal priority a checkpoint took a core from the brokers and the agent's network
     thread for milliseconds (outbox_checkpoint.py)."""
@@ -179,6 +183,7 @@ def test_the_checkpoint_thread_runs_only_on_a_core_that_would_idle(tmp_path):
     box.close()
 
 
+@pytest.mark.serial      # its thread runs only on idle CPU: other tests' load starves it
 def test_the_checkpoint_thread_outlives_an_unexpected_error(tmp_path, monkeypatch, caplog):
     """Were it to end, SQLite's backstop would copy the whole WAL inside writers' commits."""
     failed: list[int] = []
