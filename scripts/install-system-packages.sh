@@ -4,6 +4,7 @@
 # Java 17+: Spark (the cloud tier). chromium: the dashboard's browser tests.
 # systemd: systemd-analyze for the agent's unit file test (no service is started).
 # openssl: test certificates. python3-venv: venvs for Debian's python3.
+# iproute2, nftables: the network-fault tests' namespaces, veth pairs and packet drops.
 set -euo pipefail
 
 need=()
@@ -25,6 +26,10 @@ command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 # openssl: the test certificates of the agent's TLS tests.
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
+# ip and nft: tests/netns_rig.py puts the gateway and the cloud in network namespaces of their
+# own, joined by a veth pair, and drops packets between them with nftables rules.
+command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || need+=(iproute2)
+command -v nft >/dev/null 2>&1 || [ -x /usr/sbin/nft ] || need+=(nftables)
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
@@ -36,7 +41,7 @@ $SUDO apt-get update -qq || echo "warning: apt-get update failed; trying with th
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing Debian packages: ${need[*]}" >&2
   if ! $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"; then
-    echo "error: could not install ${need[*]}; edgewave needs mosquitto, Java 17+ for Spark, and for its tests chromium, systemd-analyze and openssl." >&2
+    echo "error: could not install ${need[*]}; edgewave needs mosquitto, Java 17+ for Spark, and for its tests chromium, systemd-analyze, openssl, iproute2 and nftables." >&2
     exit 1
   fi
 fi

@@ -290,7 +290,10 @@ def _copy_lines(pipe: Any, path: Path) -> None:
 class AgentProcess:
     """``edgewave-agent run`` as a real subprocess with its own YAML, data dir and log."""
 
-    def __init__(self, workdir: Path, local: Any, cloud: Any, overrides: dict | None = None) -> None:
+    def __init__(self, workdir: Path, local: Any, cloud: Any, overrides: dict | None = None, *,
+                 command_prefix: list[str] | None = None) -> None:
+        """``command_prefix``: what the command runs under (``ip netns exec NS``: on another network host)."""
+        self.command_prefix = list(command_prefix or [])
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.data_dir = self.workdir / "data"
@@ -330,7 +333,8 @@ class AgentProcess:
         self._log = open(self.log_path, "ab")
         self._log_start = self.log_path.stat().st_size
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        command = [sys.executable, "-m", "edgewave.agent.cli", "run", "--config", str(self.config_path)]
+        command = [*self.command_prefix, sys.executable, "-m", "edgewave.agent.cli", "run",
+                   "--config", str(self.config_path)]
         if file_size_limit is None:
             self.proc = subprocess.Popen(command, stdout=self._log, stderr=self._log, env=env)
         else:

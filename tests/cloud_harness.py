@@ -43,10 +43,13 @@ def write_config(tmp: Path, broker: Any = None, **overrides: Any) -> Path:
 class CloudProcess:
     """One `edgewave-cloud <command>` subprocess in its own process group (so kill -9 takes its JVM too)."""
 
-    def __init__(self, args: list[str], log_path: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, args: list[str], log_path: Path, env: dict[str, str] | None = None, *,
+                 prefix: list[str] | None = None) -> None:
+        """``prefix``: what the command runs under (``ip netns exec NS``: on another network host)."""
         self.log_path = log_path
         self._log = open(log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "edgewave.cloud.cli", *args], stdout=self._log,
+        self.proc = subprocess.Popen([*(prefix or []), sys.executable, "-m", "edgewave.cloud.cli", *args],
+                                     stdout=self._log,
                                      stderr=subprocess.STDOUT, start_new_session=True,
                                      env=dict(os.environ, **(env or {})))
 

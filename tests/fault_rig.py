@@ -31,7 +31,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from agent_harness import GATEWAY, AgentProcess, client, wait_for
 from broker_process import MosquittoBroker
@@ -162,22 +162,32 @@ class Rig:
         self.work = Path(work)
         self.recording = recording
         self.workers = workers
-        self.local = MosquittoBroker(self.work / "local")
-        self.cloud = MosquittoBroker(self.work / "cloud", autosave_interval_s=CLOUD_AUTOSAVE_S)
+        self.local = self.make_broker("local")
+        self.cloud = self.make_broker("cloud", autosave_interval_s=CLOUD_AUTOSAVE_S)
         self.cloud_config = write_config(self.work, self.cloud, ingest={"workers": workers})
         overrides = {"config": {"bootstrap": str(CONFIG)},
                      # a short resend wait (shipped: 15 s) keeps a run short; the rest as shipped
                      "uplink": {"landed": {"resend_after_s": 3}}}
         for section, values in (agent_settings or {}).items():
             overrides.setdefault(section, {}).update(values)
-        self.agent = AgentProcess(self.work / "agent", self.local, self.cloud, overrides)
+        self.agent = self.make_agent(overrides)
         self.ingest: dict[int, CloudProcess] = {}
         self.sensors: Sensors | None = None
         self.faults: list[str] = []
         self.pending_at_kill: set[str] = set()
         self._stopping = threading.Event()
 
-    # -- parts -------------------------------------------------------------------------------
+    # -- parts (tests/netns_rig.py makes them on two network hosts) ---------------------------
+    def make_broker(self, name: str, **options: Any) -> MosquittoBroker:
+        """The gateway's broker (``local``) or the cloud's."""
+        return MosquittoBroker(self.work / name, **options)
+
+    def make_agent(self, overrides: dict) -> AgentProcess:
+        return AgentProcess(self.work / "agent", self.local, self.cloud, overrides)
+
+    def start_sensors(self) -> Sensors:
+        return Sensors(self.local, self.recording.messages)
+
     def start_ingest(self, worker: int, env: dict[str, str] | None = None) -> CloudProcess:
         proc = CloudProcess(["ingest", "--config", str(self.cloud_config), "--worker", str(worker)],
                             self.work / f"ingest-{worker}.log", env=env)
@@ -203,7 +213,7 @@ class Rig:
                 self.start_ingest(worker, (ingest_env or {}).get(worker))
             self.wait_ingest_subscribed()
             self.agent.start()
-            self.sensors = Sensors(self.local, self.recording.messages)
+            self.sensors = self.start_sensors()
             supervisor = threading.Thread(target=self._supervise, daemon=True)
             supervisor.start()
             for at, action in sorted(faults, key=lambda f: f[0]):
