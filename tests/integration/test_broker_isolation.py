@@ -40,6 +40,15 @@ def _wait_landed(rig: FleetRig, expected: set[str], timeout_s: float = 60) -> se
     return landed
 
 
+def _connects(rig: FleetRig, gateway: str) -> bool:
+    """Whether ``gateway`` connects with its own credentials and client id."""
+    probe = rig.gateway_probe(gateway)
+    try:
+        return probe.connected
+    finally:
+        probe.close()
+
+
 def _ingest_subscribed(ingest: CloudProcess) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and "ingest connected" not in ingest.log():
@@ -125,11 +134,7 @@ def test_an_existing_fleet_upgrades_with_broker_init_and_one_restart(tmp_path):
             gw1.close()
         rig.cloud("gateway", "add", "gw2")      # the running broker, changed through its control topic
         assert set(rig.broker_clients()) == {"edgewave-admin", "edgewave-cloud", "gw1", "gw2"}
-        gw2 = rig.gateway_probe("gw2")
-        try:
-            assert gw2.connected
-        finally:
-            gw2.close()
+        assert _connects(rig, "gw2")
     finally:
         rig.stop()
 
@@ -140,11 +145,7 @@ def test_gateway_add_while_the_broker_is_down_takes_effect_when_it_starts(tmp_pa
     assert "provisioned" in result.stdout and "reads the file when it starts" in result.stderr
     rig.start_broker()
     try:
-        gw2 = rig.gateway_probe("gw2")
-        try:
-            assert gw2.connected
-        finally:
-            gw2.close()
+        assert _connects(rig, "gw2")
     finally:
         rig.stop()
 
