@@ -324,6 +324,7 @@ class MemoryRow:
     peak: float
     judged: bool
     restarted: str
+    trend: float | None = None        # MB an hour over the run's second half (least squares): still climbing?
 
     @property
     def growth_mb(self) -> float:
@@ -369,10 +370,21 @@ class MemorySampler:
             first = [v for t, _, v in samples if 0 <= t < window_s]
             last = [v for t, _, v in samples if duration_s - window_s <= t <= duration_s]
             pids = list(dict.fromkeys(p for _, p, _ in samples))
+            half = [(t, v) for t, p, v in samples if duration_s / 2 <= t <= duration_s and p == pids[-1]]
+            trend = None
+            if len(half) >= 3 and len({t for t, _ in half}) > 1:
+                trend = statistics.linear_regression([t for t, _ in half], [v for _, v in half]).slope * 3600
             rows.append(MemoryRow(role, pids, statistics.fmean(first) if first else None,
                                   statistics.fmean(last) if last else None, max(v for _, _, v in samples),
-                                  not role.startswith("soak driver"), restarts.get(role, "")))
+                                  not role.startswith("soak driver"), restarts.get(role, ""), trend))
         return rows
+
+    def write_csv(self, path: Path) -> None:
+        """Every sample (second of the run, role, pid, MB), for a closer look at a curve."""
+        with open(path, "w") as out:
+            out.write("t_s,role,pid,rss_mb\n")
+            for role, samples in sorted(self.samples.items()):
+                out.writelines(f"{t:.1f},{role},{pid},{v:.2f}\n" for t, pid, v in samples)
 
 
 def _role_order(role: str) -> tuple[int, int, str]:
@@ -778,14 +790,16 @@ def print_memory(rows: list[MemoryRow], window_s: float) -> list[str]:
     w = window_s / 60
     print(f"\nresident memory (MB), mean of the first {w:.0f} min vs the last {w:.0f} min of the sensors' run, "
           f"sampled every {SAMPLE_S:.0f} s; growth fails above +{RSS_GROWTH_PCT:.0f} % and +{RSS_GROWTH_MB:.0f} MB:")
-    print(f"  {'process':24s} {'first':>7s} {'last':>7s} {'change':>8s} {'%':>6s} {'peak':>7s}  note")
+    print(f"  {'process':24s} {'first':>7s} {'last':>7s} {'change':>8s} {'%':>6s} {'peak':>7s} "
+          f"{'MB/h 2nd half':>13s}  note")
     problems = []
     for r in rows:
         first = f"{r.first:7.1f}" if r.first is not None else "      -"
         last = f"{r.last:7.1f}" if r.last is not None else "      -"
         note = ", ".join(x for x in (("restarted: " + r.restarted) if r.restarted else "",
                                      "GREW" if r.grew else "", "" if r.judged else "not judged") if x)
-        print(f"  {r.role:24s} {first} {last} {r.growth_mb:+8.1f} {r.growth_pct:+5.1f}% {r.peak:7.1f}  {note}")
+        trend = f"{r.trend:+13.2f}" if r.trend is not None else f"{'-':>13s}"
+        print(f"  {r.role:24s} {first} {last} {r.growth_mb:+8.1f} {r.growth_pct:+5.1f}% {r.peak:7.1f} {trend}  {note}")
         if r.grew:
             problems.append(f"{r.role}: resident memory {r.first:.1f} -> {r.last:.1f} MB ({r.growth_pct:+.1f} %)")
         if r.judged and (r.first is None or r.last is None):
@@ -800,7 +814,9 @@ def print_memory(rows: list[MemoryRow], window_s: float) -> list[str]:
               f"last {min(r.last for r in group):.1f}-{max(r.last for r in group):.1f}, "
               f"change {min(r.growth_mb for r in group):+.1f} to {worst.growth_mb:+.1f} "
               f"(largest: {worst.role}, {worst.growth_pct:+.1f} %); "
-              f"sum {sum(r.first for r in group):.0f} -> {sum(r.last for r in group):.0f}")
+              f"sum {sum(r.first for r in group):.0f} -> {sum(r.last for r in group):.0f}"
+              + (f"; second half {min(trends):+.2f} to {max(trends):+.2f} MB/h"
+                 if (trends := [r.trend for r in group if r.trend is not None]) else ""))
     return problems
 
 
@@ -868,6 +884,7 @@ def main(argv: list[str] | None = None) -> int:
             if agent.stop() != 0:
                 problems.append(f"agent {gw} did not stop cleanly")
         problems += soak.outcome()
+        soak.sampler.write_csv(work / "rss.csv")
         rows = soak.sampler.table(workload.duration_s, soak.window_s(), soak.restarts)
         problems += print_memory(rows, soak.window_s())
         print(f"\nfaults (seed {seed}):")
