@@ -215,6 +215,11 @@ class MqttLink:
         self._next_attempt = time.monotonic() + delay
         return delay
 
+    def drop_unacknowledged(self) -> int:
+        """Forget the QoS 1/2 messages paho holds unacknowledged, so it does not publish them
+        again after a reconnect (for a caller that re-sends them itself); how many there were."""
+        return len(self.client.drop_out_messages())
+
     # -- paho callbacks (the loop thread) --------------------------------------------------
     def _handle_connect(self, client, userdata, flags, reason_code, properties) -> None:  # noqa: ANN001
         if reason_code.is_failure:

@@ -77,6 +77,8 @@ class Publisher(Protocol):
 
     def on_loop_thread(self) -> bool: ...
 
+    def drop_unacknowledged(self) -> int: ...
+
     def call(self, fn: Callable[[], Any]) -> Any: ...
 
 
@@ -174,6 +176,16 @@ class Uplink:
             self._wake.set()          # little room left: make it at once
 
     def on_connected(self, session_present: bool) -> None:
+        """The link is up again (its loop thread, before paho re-sends what it holds).
+
+        End to end, everything not landed is published again from the outbox, from the
+        oldest such row on (``_send_again``): paho's own re-send of its unacknowledged
+        messages would put each of them on the link a second time, so they are dropped."""
+        if self.landed.end_to_end:
+            dropped = self.link.drop_unacknowledged()
+            if dropped:
+                log.info("uplink event=reconnected dropped_client_resends=%d reason='sent again from the outbox'",
+                         dropped)
         self._reconnected_at = time.monotonic()
         self._wake.set()
 
