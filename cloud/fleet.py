@@ -1,4 +1,4 @@
-"""Provisioning gateways: broker users, ACLs, signing keys and the bundle a gateway installs.
+"""Provisioning gateways: broker users and roles, signing keys and the bundle a gateway installs.
 
 The cloud is the source of truth. For each gateway it keeps, under ``fleet.secrets_dir``
 (0700, files 0600): the config-signing key (``config.key``, what push-config signs
@@ -116,7 +116,7 @@ class Fleet:
 
     # -- commands ------------------------------------------------------------------------------
     def add(self, gateway: str, *, client_cert: bool = False) -> Path:
-        """Provision ``gateway``: broker user, ACL entries, signing key, bundle. Returns the bundle."""
+        """Provision ``gateway``: broker user and role, signing key, bundle. Returns the bundle."""
         self._check_id(gateway)
         if gateway in (self.conf.cloud_user, self.conf.admin_user):
             raise FleetError(f"{gateway} is one of the cloud's own broker users (fleet.cloud_user, fleet.admin_user)")
