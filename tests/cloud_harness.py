@@ -7,13 +7,17 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
 
+import paho.mqtt.client as mqtt
 import yaml
+from paho.mqtt.enums import CallbackAPIVersion
 
 from edgewave.cloud.landing import LandingZone
+from edgewave.shared import topics
 
 
 def write_config(tmp: Path, broker: Any = None, **overrides: Any) -> Path:
@@ -205,3 +209,18 @@ def fill_landing_zone(root: Path, events: list[dict]) -> int:
         zone.roll_if_due()
     zone.close()
     return zone.files_closed
+
+
+def retained_config(broker: Any, gateway: str, wait_s: float = 1.5) -> bytes | None:
+    """The retained message on a gateway's config topic, if any."""
+    got: list[bytes] = []
+    done = threading.Event()
+    client = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5)
+    client.on_message = lambda c, u, m: (got.append(m.payload), done.set())
+    client.on_connect = lambda c, u, f, rc, p: c.subscribe(topics.config_topic(gateway), qos=1)
+    client.connect(broker.host, broker.port)
+    client.loop_start()
+    done.wait(wait_s)
+    client.disconnect()
+    client.loop_stop()
+    return got[0] if got else None

@@ -291,15 +291,20 @@ class SensorsProcess:
         return self.proc.poll()
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
+        _end(self.proc)
+
+
+def _end(proc: subprocess.Popen) -> None:
+    """Terminate ``proc`` (killed if it takes more than 10 s) and close its stdout pipe."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
 
 
 def _sensors_main(messages_path: str, host: str, port: str) -> None:
@@ -338,15 +343,7 @@ class DelayProxy:
         self.proc.send_signal(signal.SIGUSR1)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
+        _end(self.proc)
 
 
 # -- what a run reports ------------------------------------------------------------------------------

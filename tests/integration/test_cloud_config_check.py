@@ -8,23 +8,19 @@ import html
 import re
 import subprocess
 import sys
-import threading
 import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
 
-import paho.mqtt.client as mqtt
 import pytest
 import yaml
-from paho.mqtt.enums import CallbackAPIVersion
 
-from cloud_harness import CloudProcess, query, write_config
+from cloud_harness import CloudProcess, query, retained_config, write_config
 from dashboard_data import HttpSession, fill_known_database, free_port, wait_until_serving, write_dashboard_config
 from edgewave.agent.config import AgentSettings
 from edgewave.agent.engine import parse_query
 from edgewave.agent.reconfigure import compile_document, document_limits
-from edgewave.shared import topics
 from edgewave.shared.configdoc import ConfigRejected, build_config_document, load_config_document
 
 pytestmark = [pytest.mark.timeout(300)]
@@ -83,21 +79,6 @@ def test_the_example_parses_everywhere_but_the_agent_refuses_to_compile_it():
 def push(config: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "edgewave.cloud.cli", "push-config", "--config", str(config),
                            *args], capture_output=True, text=True, timeout=120)
-
-
-def retained_config(broker, gateway: str, wait_s: float = 1.5) -> bytes | None:
-    """The retained message on a gateway's config topic, if any."""
-    got: list[bytes] = []
-    done = threading.Event()
-    client = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5)
-    client.on_message = lambda c, u, m: (got.append(m.payload), done.set())
-    client.on_connect = lambda c, u, f, rc, p: c.subscribe(topics.config_topic(gateway), qos=1)
-    client.connect(broker.host, broker.port)
-    client.loop_start()
-    done.wait(wait_s)
-    client.disconnect()
-    client.loop_stop()
-    return got[0] if got else None
 
 
 def test_push_config_refuses_what_the_agent_cannot_compile_with_its_reason(tmp_path, mqtt_broker):

@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import paho.mqtt.client as mqtt
@@ -14,7 +13,7 @@ import pytest
 import yaml
 from paho.mqtt.enums import CallbackAPIVersion
 
-from cloud_harness import CloudProcess, query, wait_for, write_config
+from cloud_harness import CloudProcess, query, retained_config, wait_for, write_config
 from edgewave.shared import topics
 from edgewave.shared.configdoc import ConfigRejected, load_config_document, verify_envelope
 
@@ -47,21 +46,6 @@ def write_doc(tmp_path: Path, name: str, text: str) -> Path:
     path = tmp_path / name
     path.write_text(text)
     return path
-
-
-def retained_config(broker, gateway: str, wait_s: float = 1.5) -> bytes | None:
-    """The retained message on a gateway's config topic, if any."""
-    got: list[bytes] = []
-    done = threading.Event()
-    client = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5)
-    client.on_message = lambda c, u, m: (got.append(m.payload), done.set())
-    client.on_connect = lambda c, u, f, rc, p: c.subscribe(topics.config_topic(gateway), qos=1)
-    client.connect(broker.host, broker.port)
-    client.loop_start()
-    done.wait(wait_s)
-    client.disconnect()
-    client.loop_stop()
-    return got[0] if got else None
 
 
 class Agent:
