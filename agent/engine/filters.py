@@ -34,7 +34,7 @@ from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from typing import Any, Callable, NamedTuple, Sequence
 
-from edgewave.shared.ntriples import literal_parts
+from edgewave.shared.ntriples import VALUE_CACHE_SIZE, literal_parts
 
 from .query import Filter, Term
 
@@ -172,7 +172,7 @@ def _typed_value(term: str, lexical: str, datatype: str) -> Any:
     return OtherLiteral(term, lexical, datatype)
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=VALUE_CACHE_SIZE)
 def term_value(term: str) -> Any:
     """The SPARQL value of a canonical term (cached: stream values repeat)."""
     if term[:1] == '"':

@@ -3,8 +3,10 @@ acknowledgements it may release out, with no thread, broker or file (pipeline.py
 from __future__ import annotations
 
 import dataclasses
+import gc
+import tracemalloc
 
-from agent_harness import ALARM, EX, alarm, config_document, observation
+from agent_harness import ALARM, EX, FIRE, alarm, config_document, observation
 
 from edgewave.agent.config import settings_from_dict
 from edgewave.agent.pipeline import Handled, Pipeline
@@ -76,3 +78,43 @@ def test_a_static_triple_added_by_a_config_change_completes_a_waiting_match() ->
     [event] = events
     assert {b["variable"]: b["value"] for b in event["bindings"]}["room"] == f"<{EX}room9>"
     assert pipeline.engine.on_match is None
+
+
+def test_memory_levels_off_over_a_stream_of_one_off_terms() -> None:
+    """A gateway's terms mostly never repeat (each observation's own IRI, an exact reading):
+    whatever the pipeline caches of them must stay bounded, or a long-running agent grows
+    without end. Once the windows and caches are full (phase one), three times as many
+    messages (phase two) may not add more than a little churn."""
+    from edgewave.agent.cli import TERM_CACHE_LIMIT
+    from edgewave.shared import ntriples
+
+    ntriples.set_term_cache_limit(TERM_CACHE_LIMIT)       # as `edgewave-agent run` does
+    pipeline = pipeline_with(config_document(1, patterns={"fire": FIRE},
+                                             significance="[ ew:deadbandAbsolute 0.0001 ]"))
+    sent = [0]
+
+    def stream(messages: int) -> int:
+        for _ in range(messages):
+            n = sent[0]
+            sent[0] += 1
+            if n % 20 == 0:
+                message = observation(f"s{n}", "s1", "smoke", n % 2)
+            else:
+                message = observation(f"o{n}", "t1", "temperature", round(20 + n * 0.0013, 4))
+            pipeline.handle("ew/in/fire/t1", message, 1_000 + 2_000 * n)
+        # The token caches are emptied whenever they fill (a saw-tooth of at most
+        # TERM_CACHE_LIMIT entries each): measured empty, so only what else stays is seen.
+        ntriples.clear_term_caches()
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0]
+
+    tracemalloc.start()
+    try:
+        full = stream(1_500)                              # windows (60 s) and caches filled
+        later = stream(4_500)
+    finally:
+        tracemalloc.stop()
+        ntriples.set_term_cache_limit(ntriples.DEFAULT_CACHE_LIMIT)
+    assert pipeline.counters["messages_in"] == 6_000
+    # 4,500 one-off readings kept in caches of 65,536 entries each added 2.5 MB.
+    assert later - full < 300_000, f"grew {(later - full) / 1e6:.2f} MB over 4,500 messages"
