@@ -12,6 +12,7 @@ import time
 
 from edgewave.agent.config import AgentSettings, SettingsError, load_settings
 from edgewave.shared.log_format import setup_logging
+from edgewave.shared.shutdown import stop_on_signals
 
 
 # Full collections every this many young (generation 1) ones; CPython's default is 10.
@@ -62,8 +63,7 @@ def cmd_run(settings: AgentSettings) -> int:
     ntriples.set_term_cache_limit(TERM_CACHE_LIMIT)
     agent = Agent(settings)
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop_on_signals(logging.getLogger("edgewave.agent"), "agent", stop.set)
     signal.signal(signal.SIGHUP, lambda *_: agent.request_reload())
     try:
         if not agent.wait_for_storage(stop):

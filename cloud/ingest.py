@@ -42,7 +42,6 @@ import base64
 import hashlib
 import logging
 import queue
-import signal
 import sqlite3
 import threading
 import time
@@ -57,6 +56,7 @@ from paho.mqtt.properties import Properties
 from edgewave.shared import clock, failpoints, topics
 from edgewave.shared.broker import ReconnectSettings
 from edgewave.shared.events import EventError, decode_event, encode_event
+from edgewave.shared.shutdown import stop_on_signals
 from edgewave.shared.landed_acks import echoable, encode_landed
 from edgewave.shared.log_limit import LogLimiter
 from edgewave.shared.mqtt_client import new_client, send_at_once
@@ -417,12 +417,6 @@ def _checked(event: dict[str, Any], gateway: str, topic: str) -> dict[str, Any]:
 def run_ingest(settings: CloudSettings, worker: int = 0, *, retiring: bool = False) -> int:
     """``edgewave-cloud ingest [--worker N] [--retire]``: run until SIGTERM or SIGINT (or, retiring, drained)."""
     ingest = Ingest(settings, worker, retiring=retiring)
-
-    def _stop(signum: int, frame: Any) -> None:
-        log.info("ingest stopping signal=%d", signum)
-        ingest.stop()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
+    stop_on_signals(log, "ingest", ingest.stop)
     ingest.run()
     return 0

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import logging
-import signal
 import threading
 import time
 from pathlib import Path
@@ -34,6 +33,7 @@ from urllib.parse import urlparse
 from edgewave.shared import failpoints
 from edgewave.shared.events import (BINDINGS, ENTAILED, FIELDS, LONG, REQUIRED_FIELDS, STRING, STRINGS,
                                     TYPE_OF_KIND, EventField)
+from edgewave.shared.shutdown import stop_on_signals
 
 from .aggregates import (RECORD_LIMIT_BYTES, BatchAggregates, RejectedRecord, apply_batch, committed_queries,
                          ensure_aggregate_schema)
@@ -551,13 +551,7 @@ def run_job(settings: CloudSettings, *, master: str | None = None, extra_conf: d
              settings.spark.checkpoint, "available-now" if available_now else settings.spark.trigger_seconds)
     spark = build_session(settings.spark, master, conf)
     stopping = threading.Event()
-
-    def _stop(signum: int, frame: Any) -> None:
-        log.info("spark job stopping signal=%d", signum)
-        stopping.set()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
+    stop_on_signals(log, "spark job", stopping.set)
     try:
         spark.streams.addListener(_progress_listener())
         query = start_query(spark, settings, available_now=available_now)

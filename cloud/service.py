@@ -11,12 +11,13 @@ child gracefully.
 from __future__ import annotations
 
 import logging
-import signal
 import subprocess
 import sys
 import threading
 import time
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
+
+from edgewave.shared.shutdown import stop_on_signals
 
 log = logging.getLogger(__name__)
 
@@ -73,13 +74,7 @@ def run_service(config: str, spark_args: list[str], log_level: str = "INFO", das
     else:
         log.info("service dashboard=off reason='no users under dashboard.users in the config'")
     stopping = threading.Event()
-
-    def _stop(signum: int, frame: Any) -> None:
-        log.info("service stopping signal=%d", signum)
-        stopping.set()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
+    stop_on_signals(log, "service", stopping.set)
     for child in children:
         child.start()
     code = 0
