@@ -181,7 +181,7 @@ class SignificanceFilter:
 def _overlay(base: EffectiveRule, rule: SignificanceRule) -> EffectiveRule:
     values = {f.name: getattr(base, f.name) for f in fields(EffectiveRule)}
     for name in values:
-        override = getattr(rule, name, None)
+        override = getattr(rule, name)   # SignificanceRule has every EffectiveRule field
         if override is not None:
             values[name] = override
     return EffectiveRule(**values)
