@@ -2,6 +2,7 @@
 
     edgewave match --schema S.ttl --static X.nt --query Q.rq [--query Q2.rq]
                    --stream FILE|-|IRI=FILE [--stream IRI2=FILE2] [--no-entailment]
+    edgewave match --explain [--schema S.ttl] --query Q.rq [--query Q2.rq]
 
 * ``--schema`` (repeatable): RDFS (+ owl:inverseOf, owl:SymmetricProperty) in Turtle,
   N-Triples, RDF/XML, N3 or JSON-LD, chosen by file extension (``.ttl``, ``.nt``,
@@ -16,6 +17,10 @@
   A stream IRI no query reads, or a query stream nothing feeds, is warned about on
   stderr (a slip in an IRI would otherwise just match nothing). Any input file may start
   with a UTF-8 byte-order mark.
+
+* ``--explain``: print the network the queries compile to (``Engine.describe``: alpha
+  memories, join nodes, windows, productions, what the queries share, what the schema
+  entails into each memory) and stop; no stream is read.
 
 Output: ``{"pattern": name, "bindings": {var: N-Triples term}, "start": ms, "end": ms}``
 per line on stdout, written in batches. On stderr, a summary (key=value): triples in,
@@ -212,6 +217,9 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], hold: list | None 
             engine.add_query(query)
         except ValueError as exc:
             raise UsageError(f"query {query.name}: {exc}") from None
+    if args.explain:
+        write(engine.describe())
+        return 0
     engine.add_static(static)
     # The engine holds what it needs of these; the term caches hold every IRI of the
     # schema (22,527 classes in the large BSBM one), which the stream rarely names again.
@@ -288,16 +296,21 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument(
         "--stream",
         action="append",
-        required=True,
         metavar="FILE|-|IRI=FILE",
         help="a recorded stream (<ms>\\t<statement> lines); IRI=FILE feeds only that stream",
     )
     m.add_argument("--no-entailment", action="store_true", help="switch the epsilon-network off")
+    m.add_argument(
+        "--explain", action="store_true", help="print the compiled network for the queries and schema, match nothing",
+    )
     return parser
 
 
 def main(argv: list[str] | None = None, hold: list | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.explain and not args.stream:
+        parser.error("the following arguments are required: --stream (unless --explain)")
     # The engine allocates a few tuples per triple and frees them a window later, none in
     # a cycle (nothing it builds refers back to itself), so reference counting frees them
     # and the cyclic collector's automatic runs would only walk the live windows again and

@@ -306,6 +306,13 @@ class Engine:
             out.update({f"epsilon_{k}": v for k, v in self.epsilon.size().items()})
         return out
 
+    def describe(self) -> str:
+        """The compiled network as text: alpha memories, join nodes, windows, productions
+        and what queries share (``describe.py``; the format is shown in docs/engine.md)."""
+        from .describe import describe
+
+        return describe(self)
+
     def matches_per_query(self) -> dict[str, int]:
         return {name: chain.production.count for name, chain in self.network.chains.items()}
 
