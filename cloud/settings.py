@@ -146,6 +146,7 @@ class DashboardSettings:
     query_timeout_s: float = 5.0
     state_db: str | None = None        # the dashboard's own SQLite (alarms); default: dashboard.db beside the database
     alarm_keys: dict[str, Any] = field(default_factory=dict)   # pattern -> the variables that tell its alarms apart
+    metrics_token_file: str | None = None   # a bearer token for /metrics scrapers; None: a session is needed
 
     def __post_init__(self) -> None:
         self.users = {str(name): entry for name, entry in (self.users or {}).items()}

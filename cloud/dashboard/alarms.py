@@ -305,3 +305,8 @@ class AlarmStore:
             gateways = [g for (g,) in self.conn.execute("SELECT DISTINCT gateway FROM alarms ORDER BY 1")]
             patterns = [p for (p,) in self.conn.execute("SELECT DISTINCT pattern FROM alarms ORDER BY 1")]
         return gateways, patterns
+
+    def count_by_state(self) -> dict[str, int]:
+        """How many alarms are in each state (for /metrics)."""
+        with self._lock:
+            return {state: int(n) for state, n in self.conn.execute("SELECT state, COUNT(*) FROM alarms GROUP BY 1")}

@@ -7,6 +7,8 @@ Events:     GET /api/live/stream (server-sent events: live matches with their ev
 CSV:        GET /export/{name}.csv (matches, patterns, bindings, significant, delays, gateways),
             GET /export/gateways/{gw}/history.csv, GET /export/alarms.csv (alarm_pages.py)
 Operator:   POST /gateways/{gw}/push (a config document, validated, signed and pushed)
+Metrics:    GET /metrics (Prometheus' text format, metrics.py): a session, or the bearer token in
+            ``dashboard.metrics_token_file``
 Alarms and configuration: see alarm_pages.py and config_pages.py.
 
 Everything but /login and /static needs a session: pages redirect to the login
@@ -18,6 +20,7 @@ an operator pushes, push-config's record of the push.
 from __future__ import annotations
 
 import contextlib
+import hmac
 import logging
 import time
 from dataclasses import asdict
@@ -37,8 +40,9 @@ from starlette.staticfiles import StaticFiles
 
 from edgewave.cloud.settings import CloudSettings, SettingsError
 from edgewave.shared import clock
+from edgewave.shared.secret_files import read_secret
 
-from . import alarm_pages, config_pages, export, live, queries
+from . import alarm_pages, config_pages, export, live, metrics, queries
 from .alarms import AlarmStore
 from .auth import (OPERATOR, LoginLimiter, Users, client_address, csrf_ok, current_user, end_session, form_for,
                    resolve_user, start_session)
@@ -53,6 +57,7 @@ log = logging.getLogger("edgewave.cloud.dashboard")
 
 SESSION_COOKIE = "edgewave_session"
 PUBLIC_PREFIXES = ("/login", "/static/")
+METRICS_PATH = "/metrics"
 
 CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
                            "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
@@ -62,6 +67,15 @@ def _wants_json(request: Request) -> bool:
     return path.startswith("/api/") or path.startswith("/export/")
 
 
+def _scraper(request: Request) -> bool:
+    """Whether the request carries the metrics token (a Prometheus has no session)."""
+    token: str | None = request.app.state.metrics_token
+    sent = request.headers.get("authorization", "")
+    if token is None or not sent.startswith("Bearer "):
+        return False
+    return hmac.compare_digest(sent[len("Bearer "):].strip().encode(), token.encode())
+
+
 class LoginRequired(BaseHTTPMiddleware):
     """No page, fragment, API or export without a session: pages redirect to /login, the rest get 401."""
 
@@ -69,7 +83,12 @@ class LoginRequired(BaseHTTPMiddleware):
         path = request.url.path
         if path.startswith(PUBLIC_PREFIXES):
             return await call_next(request)
+        if path == METRICS_PATH and _scraper(request):
+            return await call_next(request)
         if await run_in_threadpool(resolve_user, request) is None:
+            if path == METRICS_PATH:
+                return PlainTextResponse("log in first, or send the metrics token", status_code=401,
+                                         headers={"WWW-Authenticate": "Bearer"})
             if _wants_json(request):
                 return JSONResponse({"error": "log in first"}, status_code=401)
             if request.headers.get("hx-request") or request.method != "GET":
@@ -248,6 +267,12 @@ def api_overview(request: Request) -> Response:
     })
 
 
+def metrics_page(request: Request) -> Response:
+    with _reader(request).query() as q:
+        body = metrics.exposition(q, _gateways(request, q), request.app.state.alarms)
+    return Response(body, media_type=metrics.CONTENT_TYPE)
+
+
 def live_page(request: Request) -> Response:
     """The live stream, or with a time range the events in it (from the live feed and the Parquet history)."""
     rng = live.chosen_range(request)
@@ -412,6 +437,16 @@ async def _follow_the_feed(app: Starlette) -> AsyncIterator[None]:
         app.state.sessions.close()
 
 
+def _metrics_token(path: str | None) -> str | None:
+    """The scrapers' bearer token; None (a session needed) when no file is configured."""
+    if not path:
+        return None
+    try:
+        return read_secret(path)
+    except (OSError, ValueError) as exc:
+        raise SettingsError(f"dashboard.metrics_token_file: {exc}") from exc
+
+
 def create_app(settings: CloudSettings, secret_key: str) -> Starlette:
     """The dashboard over ``settings.database``; ``secret_key`` signs the session cookies."""
     d = settings.dashboard
@@ -441,6 +476,7 @@ def create_app(settings: CloudSettings, secret_key: str) -> Starlette:
         Route("/api/alarms/stream", alarm_pages.alarms_stream),
         Route("/api/matches", api_matches),
         Route("/api/overview", api_overview),
+        Route(METRICS_PATH, metrics_page),
         Route("/api/gateways", api_gateways),
         Route("/api/gateways/{gateway}/history", api_gateway_history),
         Route("/api/live", live.live_recent),
@@ -469,5 +505,6 @@ def create_app(settings: CloudSettings, secret_key: str) -> Starlette:
     app.state.alarms = AlarmStore(settings.dashboard_state_path, d.alarm_keys)
     app.state.history = History(settings.spark.history)
     app.state.follower = FeedFollower(settings.live_feed_path, app.state.alarms)
+    app.state.metrics_token = _metrics_token(d.metrics_token_file)
     app.state.limiter = LoginLimiter(d.login_failures_per_user, d.login_failures_per_address, d.login_window_s)
     return app

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -26,8 +29,10 @@ import yaml
 from agent_harness import ALARM, KEY, AgentProcess, Publisher, alarm
 from broker_process import MosquittoBroker
 from cloud_harness import CloudProcess, query, wait_for, write_config
-from dashboard_data import PASSWORDS, ROLES, free_port, save_screenshot, wait_until_serving
+from dashboard_data import PASSWORDS, ROLES, HttpSession, free_port, save_screenshot, wait_until_serving
 from edgewave.cloud.dashboard.auth import hash_password
+from edgewave.shared.secret_files import write_private
+from prometheus_client.parser import text_string_to_metric_families
 
 import playwright.sync_api as playwright_sync  # noqa: E402  (a dev dependency)
 
@@ -35,6 +40,7 @@ CHROMIUM = os.environ.get("EDGEWAVE_CHROMIUM", "/usr/bin/chromium")
 EX = "http://example.org/"
 XSD_INTEGER = "<http://www.w3.org/2001/XMLSchema#integer>"
 FIRST_MATCHES = 4
+METRICS_TOKEN = "scraper-token-of-the-test-0123456789"
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -86,9 +92,10 @@ def pipeline(tmp_path_factory) -> Iterator[Pipeline]:
     cloud_broker = MosquittoBroker(tmp / "cloud-broker").start()
     port = free_port()
     users = {name: {"role": ROLES[name], "password_hash": hash_password(pw)} for name, pw in PASSWORDS.items()}
+    write_private(tmp / "metrics-token", METRICS_TOKEN + "\n")
     config = write_config(tmp, cloud_broker, dashboard={
         "host": "127.0.0.1", "port": port, "users": users, "secret_key_file": str(tmp / "dashboard-secret"),
-        "offline_after_s": 60, "alarm_keys": {"alarm": ["room"]}})
+        "offline_after_s": 60, "alarm_keys": {"alarm": ["room"]}, "metrics_token_file": str(tmp / "metrics-token")})
     cfg = yaml.safe_load(config.read_text())
     cfg["gateways"] = {"gw1": {"key": KEY}}
     cfg["push"] = {"ack_timeout_s": 30}
@@ -318,6 +325,53 @@ def test_pushing_from_the_form_is_applied_by_the_agent_and_a_broken_pattern_show
     wait_for(lambda: query(pipeline.db, "SELECT status FROM config_pushes WHERE gateway='gw1' AND version=4")
              == [("applied",)], 60, "the rollback to be applied")
     assert query(pipeline.db, "SELECT document FROM config_pushes WHERE gateway='gw1' AND version=4") == [(FIRST,)]
+
+
+def _scrape(pipeline: Pipeline, headers: dict[str, str]) -> tuple[int, str]:
+    request = urllib.request.Request(pipeline.url + "/metrics", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def json_of(session: HttpSession, path: str) -> dict:
+    return json.loads(session.get(path))
+
+
+def _samples(text: str) -> dict[tuple[str, tuple], float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def test_a_prometheus_scrape_finds_the_counts_the_dashboard_shows(pipeline):
+    """What a Prometheus a site already runs would read: the token opens /metrics, nothing else does,
+    and its figures are the dashboard's own."""
+    assert _scrape(pipeline, {})[0] == 401
+    assert _scrape(pipeline, {"Authorization": "Bearer not-the-token"})[0] == 401
+    session = HttpSession(pipeline.url)
+    gateways = {g["gateway"]: g for g in json_of(session, "/api/gateways")["gateways"]}
+
+    def consistent() -> tuple[dict, dict] | None:
+        status, before = _scrape(pipeline, {"Authorization": f"Bearer {METRICS_TOKEN}"})
+        assert status == 200, before
+        overview = json_of(session, "/api/overview?range=1h")
+        after = _samples(_scrape(pipeline, {"Authorization": f"Bearer {METRICS_TOKEN}"})[1])
+        return (after, overview) if _samples(before) == after else None    # no Spark commit in between
+
+    after, overview = wait_for(consistent, 60, "two scrapes with no Spark commit between them")
+    shown = {p["pattern"]: p["matches"] for p in overview["patterns"]}
+    scraped = {dict(labels)["pattern"]: value for (name, labels), value in after.items()
+               if name == "edgewave_matches_total" and dict(labels)["gateway"] == "gw1"}
+    assert shown["alarm"] >= FIRST_MATCHES and scraped == shown
+    gw1 = (("gateway", "gw1"),)
+    assert after[("edgewave_gateway_online", gw1)] == 1
+    assert after[("edgewave_gateway_config_version", gw1)] == gateways["gw1"]["config_version"]
+    assert after[("edgewave_gateway_messages_in_total", gw1)] > 0
+    assert sum(v for (name, _), v in after.items() if name == "edgewave_spark_batches_total") > 0
+    # A logged-in viewer reads the same page without the token.
+    assert _samples(session.get("/metrics").decode())[("edgewave_gateway_online", gw1)] == 1
 
 
 def test_stopping_the_agent_turns_its_gateway_offline(page, pipeline):

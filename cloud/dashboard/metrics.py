@@ -1,0 +1,118 @@
+"""``/metrics``: the cloud's and the fleet's figures for a Prometheus a site already runs.
+
+Read from the same database the pages read, at scrape time, so the numbers are the ones the
+dashboard shows (a counter here is the sum the overview's tables add up) and nothing is kept
+in this process between scrapes: a restarted dashboard, or two of them, answer alike. The
+format and the families are the ``prometheus-client`` library's; the names follow its
+conventions (``_total`` for counters, base units, ``edgewave_`` first).
+
+Per gateway, from its last status: whether it is online by the dashboard's rules, its
+outbox (events waiting, age of the oldest), events dropped, the config version it applied,
+and its traffic counters. From the cloud's aggregates: matches per gateway and pattern,
+significant observations per gateway, the Spark job's committed batches, rows and rejected
+records per query and the time of its last commit, and the alarms by state.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Iterator
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from . import queries
+from .alarms import STATES, AlarmStore
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# Status counters an agent reports, as (metric name, help).
+_GATEWAY_COUNTERS = {
+    "messages_in": ("edgewave_gateway_messages_in", "Sensor messages the gateway's agent received."),
+    "bytes_in": ("edgewave_gateway_bytes_in", "Bytes of sensor messages the agent received."),
+    "bytes_forwarded": ("edgewave_gateway_bytes_forwarded", "Bytes the agent sent upstream."),
+    "dropped": ("edgewave_gateway_dropped_events", "Events the agent's outbox dropped under its bounds."),
+}
+
+
+def _gateway_families(rows: list[queries.GatewayRow]) -> Iterator[Metric]:
+    online = GaugeMetricFamily("edgewave_gateway_online", "1 when the dashboard counts the gateway online.",
+                               labels=["gateway"])
+    seen = GaugeMetricFamily("edgewave_gateway_last_status_timestamp_seconds",
+                             "When the gateway's last status arrived.", labels=["gateway"])
+    depth = GaugeMetricFamily("edgewave_gateway_outbox_events", "Events in the gateway's outbox, not yet landed.",
+                              labels=["gateway"])
+    oldest = GaugeMetricFamily("edgewave_gateway_outbox_oldest_age_seconds",
+                               "Age of the oldest event in the gateway's outbox, now.", labels=["gateway"])
+    version = GaugeMetricFamily("edgewave_gateway_config_version", "The config version the gateway applied.",
+                                labels=["gateway"])
+    counters = {name: CounterMetricFamily(metric, text, labels=["gateway"])
+                for name, (metric, text) in _GATEWAY_COUNTERS.items()}
+    for g in rows:
+        labels = [g.gateway]
+        online.add_metric(labels, 1.0 if g.health == queries.ONLINE else 0.0)
+        if type(g.last_seen_ms) is int:
+            seen.add_metric(labels, g.last_seen_ms / 1000)
+        if g.outbox_depth is not None:
+            depth.add_metric(labels, g.outbox_depth)
+        if g.oldest_unsent_ms is not None:
+            oldest.add_metric(labels, g.oldest_unsent_ms / 1000)
+        if type(g.config_version) is int:
+            version.add_metric(labels, g.config_version)
+        for name, family in counters.items():
+            value = g.counter(name)
+            if value is not None:
+                family.add_metric(labels, value)
+    yield from (online, seen, depth, oldest, version, *counters.values())
+
+
+def _aggregate_families(q: queries.Query) -> Iterator[Metric]:
+    matches = CounterMetricFamily("edgewave_matches", "Matches the Spark job counted, per gateway and pattern.",
+                                  labels=["gateway", "pattern"])
+    for gateway, pattern, count in q.rows("SELECT gateway, pattern, SUM(count) FROM matches_per_minute "
+                                          "GROUP BY gateway, pattern ORDER BY 1, 2"):
+        matches.add_metric([gateway, pattern], count)
+    significant = CounterMetricFamily("edgewave_significant_observations",
+                                      "Significant observations the Spark job counted, per gateway.",
+                                      labels=["gateway"])
+    for gateway, count in q.rows("SELECT gateway, SUM(count) FROM significant_per_minute GROUP BY 1 ORDER BY 1"):
+        significant.add_metric([gateway], count)
+    batches = CounterMetricFamily("edgewave_spark_batches", "Micro-batches the Spark job committed.",
+                                  labels=["query"])
+    rows = CounterMetricFamily("edgewave_spark_batch_rows", "Rows in the committed micro-batches.", labels=["query"])
+    rejected = CounterMetricFamily("edgewave_spark_rejected_records",
+                                   "Records the Spark job rejected (kept in rejected_records).", labels=["query"])
+    last = GaugeMetricFamily("edgewave_spark_last_commit_timestamp_seconds",
+                             "When the Spark job last committed a micro-batch.", labels=["query"])
+    for query_id, n, total, bad, last_ms in q.rows(
+            "SELECT query_id, COUNT(*), SUM(rows), SUM(rejected), MAX(committed_ms) FROM committed_batches "
+            "GROUP BY query_id ORDER BY 1"):
+        batches.add_metric([query_id], n)
+        rows.add_metric([query_id], total or 0)
+        rejected.add_metric([query_id], bad or 0)
+        last.add_metric([query_id], last_ms / 1000)
+    yield from (matches, significant, batches, rows, rejected, last)
+
+
+def _alarm_family(alarms: AlarmStore) -> Metric:
+    family = GaugeMetricFamily("edgewave_alarms", "Alarms on the dashboard, by state.", labels=["state"])
+    counts = alarms.count_by_state()
+    for state in STATES:
+        family.add_metric([state], counts.get(state, 0))
+    return family
+
+
+class _Snapshot(Collector):
+    """Families already read (one scrape's worth): the registry only renders them."""
+
+    def __init__(self, families: Iterable[Metric]) -> None:
+        self.families = list(families)
+
+    def collect(self) -> Iterable[Metric]:
+        return self.families
+
+
+def exposition(q: queries.Query, gateways: list[queries.GatewayRow], alarms: AlarmStore) -> bytes:
+    """The whole scrape, in the text exposition format."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Snapshot([*_gateway_families(gateways), *_aggregate_families(q), _alarm_family(alarms)]))
+    return generate_latest(registry)
