@@ -135,9 +135,8 @@ def peak_memory_mb() -> float:
 
     Linux's ``VmHWM``, not ``ru_maxrss``: when a process is started by fork (or vfork) and
     exec, ``ru_maxrss`` keeps the parent's resident size from before the exec, so this
-    command run from a 300 MB test harness reported 311-347 MB (and under a benchmark's
-    parent holding its workloads, 99 MB for a 63 MB run). ``ru_maxrss`` only where there is no
-    ``/proc``.
+    command reports its parent's size when started from a large test harness or benchmark
+    (docs/benchmarks.md). ``ru_maxrss`` only where there is no ``/proc``.
     """
     try:
         with open("/proc/self/status", encoding="ascii") as fh:
@@ -198,12 +197,12 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], hold: list | None 
 
     def on_match(match: Match) -> None:
         bindings = match.bindings
-        key = (match.pattern, *bindings.values())
-        head = heads.get(key)
+        cached_as = (match.pattern, *bindings.values())
+        head = heads.get(cached_as)
         if head is None:
             if len(heads) >= 4096:
                 heads.clear()
-            head = heads[key] = dumps({"pattern": match.pattern, "bindings": bindings})[:-1]
+            head = heads[cached_as] = dumps({"pattern": match.pattern, "bindings": bindings})[:-1]
         buffer.append(f'{head}, "start": {match.start}, "end": {match.end}}}')
         if len(buffer) >= BATCH:
             write("\n".join(buffer) + "\n")
@@ -265,7 +264,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], hold: list | None 
     out.flush()
     finished = time.perf_counter()
 
-    # The counters only: engine.stats() also walks every memory (0.6 % of a BSBM run).
+    # The counters only: engine.stats() also walks every memory (docs/benchmarks.md).
     seconds = finished - loaded
     rate = engine.triples_in / seconds if seconds > 0 else 0.0
     peak_mb = peak_memory_mb()
@@ -314,7 +313,7 @@ def main(argv: list[str] | None = None, hold: list | None = None) -> int:
     # The engine allocates a few tuples per triple and frees them a window later, none in
     # a cycle (nothing it builds refers back to itself), so reference counting frees them
     # and the cyclic collector's automatic runs would only walk the live windows again and
-    # again: 10-20% of a run even with raised thresholds. It is off for the run, and one
+    # again, even with raised thresholds (docs/benchmarks.md). It is off for the run, and one
     # full collection every COLLECT_EVERY triples frees what cycles there are (a skipped
     # malformed line keeps its exception's traceback, and that is a cycle). The
     # endless-stream benchmark (bench_bsbm.py --memory) shows memory flat over 10 million.

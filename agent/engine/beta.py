@@ -4,7 +4,7 @@ A query is a left-deep chain of join nodes ending in a production (Doorenbos 2.3
 A join node joins its parent's tokens with its alpha memory's entries on the variables
 they share; the records (entries, tokens) and their fields are described in ``tokens.py``.
 Joins are hash joins: a node reads its alpha memory's bucket for a key and the bucket of
-its parent's tokens for the same key, in its beta memory (``alpha.BetaMemory``, hashed by
+its parent's tokens for the same key, in its beta memory (``memories.BetaMemory``, hashed by
 the node's join key); no memory is ever scanned. A token is stored only where a child
 reads it.
 
@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from .alpha import AlphaMemory, BetaMemory, KeyReader, key_reader, values_reader
+from .memories import AlphaMemory, BetaMemory, KeyReader, key_reader, values_reader
 from .match import Match
 from .tokens import (
     DEADLINE, END, NO_DEADLINE, NO_END, NO_START, ROW, START, TIME, TOP, TOPS, VALUES, Entry, Token, widen,
@@ -56,9 +56,9 @@ StarCheck = tuple[tuple[Filter, ...], int]
 class BetaNode:
     """What every join node does: make tokens, hand them to its children and productions.
 
-    ``key`` reads this node's join key from a parent token's row, at ``join_slots`` (the
-    alpha memory reads the same key from an entry's values; both readers come from
-    ``alpha.key_reader``). ``new_values`` reads the values this level appends to the row, and
+    ``read_key`` reads this node's join key from a parent token's row, at ``join_slots``
+    (the alpha memory reads the same key from an entry's values; both readers come from
+    ``memories.key_reader``). ``new_values`` reads the values this level appends to the row, and
     ``new_at`` is the one position it reads when there is one (the usual level): the
     per-token loops then write ``(values[new_at],)``, which costs half a call of the reader
     (a one-item slice). ``memory`` is the beta memory of the parent's tokens, or None where
@@ -66,8 +66,8 @@ class BetaNode:
     """
 
     __slots__ = (
-        "ident", "parent", "alpha", "depth", "join_slots", "key", "new_at", "new_values", "filters", "uniform",
-        "width", "gc_width", "children", "productions", "users", "memory", "outputs",
+        "ident", "parent", "alpha", "depth", "join_slots", "read_key", "new_at", "new_values", "filters",
+        "uniform", "width", "children", "productions", "users", "memory", "outputs",
     )
 
     def __init__(
@@ -86,13 +86,14 @@ class BetaNode:
         self.alpha = alpha
         self.depth = depth
         self.join_slots = join_slots  # the row slots of the join variables, in key order
-        self.key = key_reader(join_slots)
+        self.read_key = key_reader(join_slots)
         self.new_at = new_positions[0] if len(new_positions) == 1 else None
         self.new_values = values_reader(new_positions)
         self.filters = tuple(filters)
         self.uniform = uniform
-        self.width = 0  # uniform nodes: the widest window of the users
-        self.gc_width = 0
+        # The widest window of the users: how long a uniform node's tokens may span, and how
+        # long its beta memory keeps its parent's tokens.
+        self.width = 0
         self.children: list[BetaNode] = []
         self.productions: list[Production] = []
         self.users: dict[str, int] = {}  # query name -> the width this node uses for it
@@ -104,7 +105,7 @@ class BetaNode:
     def refresh(self) -> None:
         """Recompute what activation precomputes (after the network changed)."""
         self.outputs = [
-            (c.key, c.memory, c.alpha.index, c.left) for c in self.children
+            (c.read_key, c.memory, c.alpha.index, c.left_activation) for c in self.children
         ]
 
     def right_gate(self) -> dict | None:
@@ -113,13 +114,13 @@ class BetaNode:
 
     # -- activation ---------------------------------------------------------------------
 
-    def right(self, entry: Entry, key: Any) -> None:
+    def right_activation(self, entry: Entry, key: Any) -> None:
         """A new entry in the alpha memory: join it with every parent token of its key.
         Each node type defines its own (JoinNode from its parents' beta memory, StarJoinNode
         by recomputing from the alpha memories): this base class is never instantiated."""
         raise NotImplementedError
 
-    def left(self, parent: Token, key: Any) -> None:
+    def left_activation(self, parent: Token, key: Any) -> None:
         """A new parent token: join it with every alpha entry of its key."""
         bucket = self.alpha.index.get(key)
         if not bucket:
@@ -169,8 +170,8 @@ class BetaNode:
     def emit(self, token: Token) -> None:
         """Store a new token where a child reads it, left-activate them, then fire productions."""
         row = token[ROW]
-        for key_of, memory, alpha_index, left in self.outputs:
-            key = key_of(row)
+        for read_key, memory, alpha_index, left_activation in self.outputs:
+            key = read_key(row)
             if memory is not None:
                 # BetaMemory.store, written out (keep in step): once per token stored.
                 index = memory.index
@@ -182,7 +183,7 @@ class BetaNode:
                 if token[END] >= 0:
                     memory.expiry.append(token)
             if key in alpha_index:  # most new tokens find nothing yet: skip the call
-                left(token, key)
+                left_activation(token, key)
         for production in self.productions:
             production.fire(token)
 
@@ -198,18 +199,18 @@ class BetaNode:
 
     def adopt(self, tokens: list[Token]) -> None:
         """Take existing parent tokens (a new child of an existing node) and join them."""
-        key = self.key
+        read_key = self.read_key
         if self.memory is not None:
             for token in tokens:
-                self.memory.store(token, key(token[ROW]))
+                self.memory.store(token, read_key(token[ROW]))
         for token in tokens:
-            self.left(token, key(token[ROW]))
+            self.left_activation(token, read_key(token[ROW]))
 
     def expire(self, now: int) -> int:
         """Drop stored parent tokens no child can use any more; returns how many."""
         if self.memory is None:
             return 0
-        return self.memory.drop_before(now - self.gc_width)
+        return self.memory.drop_before(now - self.width)
 
     def purge(self, keep: Callable[[Token], bool]) -> int:
         """Remove the stored tokens ``keep`` rejects (removing a static triple)."""
@@ -236,7 +237,7 @@ class JoinNode(BetaNode):
         self.parent_uniform = False  # layered: the parent's deadline must be derived from start
         self.prefix_width = 0  # layered with a uniform parent: the parent's window width
 
-    def right(self, entry: Entry, key: Any) -> None:
+    def right_activation(self, entry: Entry, key: Any) -> None:
         if self.memory is None:
             parents: Sequence[Token] = TOPS
         else:
@@ -286,7 +287,7 @@ class StarJoinNode(BetaNode):
     * an entry whose tokens nobody could use yet is not worth a right activation: when
       every child is a star level and there is no production, only keys a child's alpha
       memory holds matter (``right_gate`` for one child, tested by the alpha memory before
-      the call; ``quiet`` for several, tested in ``right``);
+      the call; ``quiet`` for several, tested in ``right_activation``);
     * a new child of a star level gets its tokens recomputed (``current_tokens``).
     """
 
@@ -333,7 +334,7 @@ class StarJoinNode(BetaNode):
         this before the call, which most entries of a star never make)."""
         return self.gate
 
-    def right(self, entry: Entry, key: Any) -> None:
+    def right_activation(self, entry: Entry, key: Any) -> None:
         quiet = self.quiet
         if quiet is not None:
             for index in quiet:
@@ -423,9 +424,8 @@ def _one_entry_star(
     Every token of the chain gets the whole row, not its own prefix of it: the levels
     above are only ever reached through ``parent`` links, for their entries, and a FILTER
     reads the slots of its own level, which the whole row holds at the same places. That
-    saves a tuple and its copying per level: 1 % of a BSBM run's instructions, and 11 %
-    of its peak memory at the 25 s window, where such partial matches wait for the next
-    pattern."""
+    saves a tuple and its copying per level, in time and in peak memory where such partial
+    matches wait for the next pattern (docs/benchmarks.md, *Stars keep no tokens*)."""
     values: list[str] = []
     for (new_at, new_values), (entry,) in zip(reads, buckets):
         if entry is exclude:

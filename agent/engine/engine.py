@@ -46,10 +46,10 @@ from typing import Any, Callable, Iterable
 
 from edgewave.shared.vocab import RDF_TYPE
 
-from .alpha import AlphaMemory
 from .beta import BetaNode
 from .epsilon import O, OS, S, SAME, SO, EpsilonNetwork, Link, Schema, derive
 from .match import Match
+from .memories import AlphaMemory
 from .network import STATIC, Network
 from .query import Query
 from .tokens import ENTRY, PARENT, SOURCE, TIME, TRIPLE
@@ -62,10 +62,10 @@ ROUTE_ENTRIES = 0
 _NO_ROUTE: Route = ((), 0)
 
 # Garbage collection pops what expired since it last ran, in the caller's thread, all at
-# once. With a 10 s window at 1,000 msg/s an eighth of the window is 1,250 messages' items,
-# 3-5 ms of popping during which the agent's network thread handles nothing; in steps of
-# at most this much stream time each pause stays well under a millisecond, for the same
-# total (and memory lags the window by less).
+# once, and the agent's network thread handles nothing meanwhile: an eighth of a wide
+# window at a high rate is milliseconds of popping. In steps of at most this much stream
+# time each pause stays short, for the same total, and memory lags the window by less
+# (figures in docs/benchmarks.md, *Where the engine's time goes*).
 GC_STEP_MAX_MS = 100
 
 
@@ -248,15 +248,13 @@ class Engine:
                         values = match(derived)
                         if values is None:
                             continue
-                    reader = memory.key  # (as a local: a slot called as a method is not specialised)
-                    key = reader(values)
+                    read_key = memory.read_key  # (as a local: a slot called as a method is not specialised)
+                    key = read_key(values)
                     # Provenance (Match.entailed, evidence.py): an entailed entry keeps its
-                    # source, an asserted one pays nothing. Measured on BSBM pattern 1 (5 s,
-                    # 44,000 triples, callgrind): this test costs +0.25 % instructions and no
-                    # memory for asserted triples; a source slot on every entry instead costs
-                    # +0.01 % instructions but 8 bytes per entry (+0.9 MB, 2 %, of peak memory).
-                    # Recording nothing and searching at emission is not possible: the source
-                    # is in no memory unless some pattern happens to want it.
+                    # source, an asserted one pays nothing (a source slot on every entry would
+                    # cost memory; the two were measured, see docs/benchmarks.md). Recording
+                    # nothing and searching at emission is not possible: the source is in no
+                    # memory unless some pattern happens to want it.
                     entry = (derived, ts, values, triple) if form else (derived, ts, values)
                     bucket = memory.index.get(key)
                     if bucket is None:
@@ -264,9 +262,9 @@ class Engine:
                     else:
                         bucket.append(entry)
                     memory.expiry.append(entry)  # streamed: ts >= 0
-                    for gate, right in memory.activations:
+                    for gate, right_activation in memory.activations:
                         if gate is None or key in gate:
-                            right(entry, key)
+                            right_activation(entry, key)
         return emitted
 
     def advance(self, now: int) -> None:
@@ -279,8 +277,8 @@ class Engine:
         """The running totals, in constant time: what a status message needs.
 
         ``stats`` walks every memory to count what it holds; a running agent must not do
-        that on its hot path (about 1 ms a call with 10 s of 1,000 msg/s held, under the
-        engine lock that every sensor message takes)."""
+        that on its hot path, under the engine lock that every sensor message takes (what a
+        call costs is in docs/benchmarks.md)."""
         return {
             "triples_in": self.triples_in,
             "entailed": self.entailed,
@@ -434,7 +432,7 @@ class Engine:
                 (
                     a
                     for a in self.network.alphas.values()
-                    if a is not alpha and a.scope == alpha.scope and a.shape.key == alpha.shape.key
+                    if a is not alpha and a.scope == alpha.scope and a.shape.canonical == alpha.shape.canonical
                     and id(a) not in {id(n) for n in new_alphas}
                 ),
                 None,

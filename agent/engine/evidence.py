@@ -127,14 +127,14 @@ class Explainer:
         """The schema statements of a shortest path for one link from ``source``; None if none."""
         _, p, o = source
         if p == RDF_TYPE:
-            key: tuple = ("c", o, target)
+            link: tuple = ("c", o, target)
             start: Node = ("c", o)
         else:
-            key = ("p", p, form, target)
+            link = ("p", p, form, target)
             start = ("p", p, False)
         chains = self._chains
-        if key in chains:
-            return chains[key]
+        if link in chains:
+            return chains[link]
         if form == "SO":
             goal: Node = ("p", target, False)
         elif form == "OS":
@@ -144,7 +144,7 @@ class Explainer:
         found = self._search(start, goal, form)
         if len(chains) >= MAX_CACHED_CHAINS:
             chains.clear()
-        chains[key] = found
+        chains[link] = found
         return found
 
     def _search(self, start: Node, goal: Node, form: str) -> tuple[Triple, ...] | None:

@@ -34,13 +34,12 @@ from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from typing import Any, Callable, NamedTuple, Sequence
 
-from edgewave.shared.ntriples import VALUE_CACHE_SIZE, literal_parts
+from edgewave.shared.ntriples import VALUE_CACHE_SIZE, is_iri, literal_parts
+from edgewave.shared.vocab import RDF_NS, XSD_NS, XSD_STRING
 
 from .query import Filter, Term
 
-XSD = "http://www.w3.org/2001/XMLSchema#"
-RDF_LANGSTRING = "<http://www.w3.org/1999/02/22-rdf-syntax-ns#langString>"
-XSD_STRING = f"<{XSD}string>"
+RDF_LANGSTRING = f"<{RDF_NS}langString>"
 
 # An expression tree node, as built by the parser:
 #   ("var", name) | ("const", term) | ("or", a, b) | ("and", a, b) | ("not", a)
@@ -96,7 +95,7 @@ class OtherLiteral(NamedTuple):
 # --------------------------------------------------------------------------- terms -> values
 
 _INTEGER_TYPES = {
-    XSD + t
+    XSD_NS + t
     for t in (
         "integer", "int", "long", "short", "byte", "nonNegativeInteger", "positiveInteger",
         "nonPositiveInteger", "negativeInteger", "unsignedLong", "unsignedInt", "unsignedShort",
@@ -145,29 +144,29 @@ def _typed_value(term: str, lexical: str, datatype: str) -> Any:
             # int() refuses more than 4,300 digits (CPython's guard against slow conversions);
             # a Decimal holds any integer exactly and compares exactly with ints
             return int(lexical) if len(lexical) <= _INT_DIGITS_MAX else Decimal(lexical)
-    elif datatype == XSD + "decimal":
+    elif datatype == XSD_NS + "decimal":
         if _DECIMAL_RE.match(lexical):
             return Decimal(lexical)
-    elif datatype == XSD + "double":
+    elif datatype == XSD_NS + "double":
         if _DOUBLE_RE.match(lexical):
             return float(lexical.replace("INF", "inf"))
-    elif datatype == XSD + "float":
+    elif datatype == XSD_NS + "float":
         if _DOUBLE_RE.match(lexical):
             return Single(lexical.replace("INF", "inf"))
-    elif datatype == XSD + "boolean":
+    elif datatype == XSD_NS + "boolean":
         if lexical in ("true", "1"):
             return True
         if lexical in ("false", "0"):
             return False
-    elif datatype == XSD + "dateTime":
+    elif datatype == XSD_NS + "dateTime":
         value = _parse_datetime(lexical)
         if value is not None:
             return value
-    elif datatype == XSD + "date":
+    elif datatype == XSD_NS + "date":
         date = _parse_date(lexical)
         if date is not None:
             return date
-    elif datatype == XSD + "string":
+    elif datatype == XSD_NS + "string":
         return lexical
     return OtherLiteral(term, lexical, datatype)
 
@@ -206,11 +205,11 @@ def value_term(value: Any) -> str:
     """The canonical term for a computed value (used by STR, DATATYPE, ... on expressions)."""
     t = type(value)
     if t is bool:
-        return f'"{"true" if value else "false"}"^^<{XSD}boolean>'
+        return f'"{"true" if value else "false"}"^^<{XSD_NS}boolean>'
     if t is int:
-        return f'"{value}"^^<{XSD}integer>'
+        return f'"{value}"^^<{XSD_NS}integer>'
     if t is Decimal:
-        return f'"{_decimal_lexical(value)}"^^<{XSD}decimal>'
+        return f'"{_decimal_lexical(value)}"^^<{XSD_NS}decimal>'
     if t is float or t is Single:
         if math.isnan(value):
             lexical = "NaN"
@@ -220,17 +219,17 @@ def value_term(value: Any) -> str:
             lexical = repr(float(value)).upper().replace("E+", "E")
             if "E" not in lexical:
                 lexical += "E0"
-        return f'"{lexical}"^^<{XSD}{"double" if t is float else "float"}>'
+        return f'"{lexical}"^^<{XSD_NS}{"double" if t is float else "float"}>'
     if t is str:
         return f'"{_escape_lexical(value)}"'
     if t is LangString:
         return f'"{_escape_lexical(value.lexical)}"@{value.lang}'
     if t is datetime:
-        return f'"{value.isoformat().replace("+00:00", "Z")}"^^<{XSD}dateTime>'
+        return f'"{value.isoformat().replace("+00:00", "Z")}"^^<{XSD_NS}dateTime>'
     if t is Date:
         start = value.start
         zone = "" if start.tzinfo is None else start.isoformat()[19:].replace("+00:00", "Z")
-        return f'"{start.date().isoformat()}{zone}"^^<{XSD}date>'
+        return f'"{start.date().isoformat()}{zone}"^^<{XSD_NS}date>'
     if t is Resource or t is OtherLiteral:
         return value.term
     raise EvalError(f"no term for {value!r}")
@@ -255,7 +254,7 @@ def ebv(value: Any) -> bool:
     raise EvalError("no effective boolean value")
 
 
-_EBV_FALSE_WHEN_ILL_TYPED = {XSD + "boolean", XSD + "decimal", XSD + "double", XSD + "float"}
+_EBV_FALSE_WHEN_ILL_TYPED = {XSD_NS + "boolean", XSD_NS + "decimal", XSD_NS + "double", XSD_NS + "float"}
 
 
 def _is_numeric(value: Any) -> bool:
@@ -382,7 +381,7 @@ def _arith_same(op: str, a: Any, b: Any) -> Any:
 def _cast(datatype: str, value: Any, term: str) -> Any:
     """XPath casting for the xsd constructor functions SPARQL 1.1 lists (17.5)."""
     t = type(value)
-    if datatype == XSD + "string":
+    if datatype == XSD_NS + "string":
         if t is Resource and value.kind == "iri":
             return term[1:-1]
         if t is Resource:
@@ -392,7 +391,7 @@ def _cast(datatype: str, value: Any, term: str) -> Any:
         raise EvalError("cannot cast")
     if t is OtherLiteral:
         raise EvalError("cannot cast an unknown literal")
-    if datatype in (XSD + "integer", XSD + "decimal", XSD + "double", XSD + "float", XSD + "boolean", XSD + "dateTime"):
+    if datatype in (XSD_NS + "integer", XSD_NS + "decimal", XSD_NS + "double", XSD_NS + "float", XSD_NS + "boolean", XSD_NS + "dateTime"):
         if t is str:
             value = _typed_value(term, value.strip(), datatype)
             if type(value) is OtherLiteral:
@@ -400,7 +399,7 @@ def _cast(datatype: str, value: Any, term: str) -> Any:
             return value
     else:
         raise EvalError(f"unsupported cast to {datatype}")
-    if datatype == XSD + "dateTime":
+    if datatype == XSD_NS + "dateTime":
         if t is datetime:
             return value
         if t is Date:
@@ -408,21 +407,21 @@ def _cast(datatype: str, value: Any, term: str) -> Any:
         raise EvalError("cannot cast to dateTime")
     if t is datetime or t is Date:
         raise EvalError("cannot cast a date or dateTime to a number or boolean")
-    if datatype == XSD + "boolean":
+    if datatype == XSD_NS + "boolean":
         return value if t is bool else (value != 0 and value == value)
     floating = t is float or t is Single
-    if datatype == XSD + "integer":
+    if datatype == XSD_NS + "integer":
         if floating and (math.isnan(value) or math.isinf(value)):
             raise EvalError("cannot cast to integer")
         return int(value)
-    if datatype == XSD + "decimal":
+    if datatype == XSD_NS + "decimal":
         if floating and (math.isnan(value) or math.isinf(value)):
             raise EvalError("cannot cast to decimal")
         return Decimal(int(value)) if t is bool else Decimal(repr(float(value)) if floating else value)
-    return Single(value) if datatype == XSD + "float" else float(value)
+    return Single(value) if datatype == XSD_NS + "float" else float(value)
 
 
-CAST_DATATYPES = frozenset(XSD + t for t in ("integer", "decimal", "double", "float", "boolean", "dateTime", "string"))
+CAST_DATATYPES = frozenset(XSD_NS + t for t in ("integer", "decimal", "double", "float", "boolean", "dateTime", "string"))
 
 
 # --------------------------------------------------------------------------- compilation
@@ -694,8 +693,8 @@ class _Compiler:
                 "STR": lambda row: _str(term(row)),
                 "LANG": lambda row: _lang(term(row)),
                 "DATATYPE": lambda row: _datatype(term(row)),
-                "ISIRI": lambda row: _is_iri(term(row)),
-                "ISURI": lambda row: _is_iri(term(row)),
+                "ISIRI": lambda row: is_iri(term(row)),
+                "ISURI": lambda row: is_iri(term(row)),
                 "ISLITERAL": lambda row: term(row)[:1] == '"',
                 "ISBLANK": lambda row: term(row)[:2] == "_:",
                 "ISTRIPLE": lambda row: term(row)[:2] == "<<",
@@ -782,14 +781,10 @@ def _always_error(row: Row) -> Any:
     raise EvalError("type error")
 
 
-def _is_iri(term: str) -> bool:
-    return term[:1] == "<" and term[:2] != "<<"
-
-
 def _str(term: str) -> str:
     if term[:1] == '"':
         return literal_parts(term)[0]
-    if _is_iri(term):
+    if is_iri(term):
         return term[1:-1]
     raise EvalError("STR of a blank node or quoted triple")
 

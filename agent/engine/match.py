@@ -31,11 +31,11 @@ class Match:
         self.end = end
         self._token = token  # the last token, linked up to the first pattern (tokens.py)
         self._triples: tuple[tuple[Triple, int], ...] | None = None
-        # Set when first needed, not here: a BSBM run makes a match per ten triples, and three
-        # more stores per match cost it 0.2 % of its instructions. ``_sources``: (index in
+        # Set when first needed, not here: a match is made every few triples, and three more
+        # stores per match are measurable (docs/benchmarks.md). ``_sources``: (index in
         # triples, source) of each entailed triple, set with ``_triples``; ``_evidence``: the
-        # engine's (schema, static triples), set by ``Engine._deliver``; ``_entailed``: the
-        # answer of ``entailed``.
+        # engine's (schema, static triples), set by ``Engine._deliver`` before anyone sees the
+        # match; ``_entailed``: the answer of ``entailed``.
 
     @property
     def triples(self) -> tuple[tuple[Triple, int], ...]:
@@ -59,12 +59,11 @@ class Match:
             pass
         triples = self.triples
         out = []
-        evidence = getattr(self, "_evidence", None)
-        if self._sources and evidence is not None:
+        if self._sources:
             # Imported here: `edgewave match` never asks, and does not pay for the import.
             from .evidence import Explainer
 
-            explain = Explainer(*evidence).explain
+            explain = Explainer(*self._evidence).explain
             for i, source in self._sources:
                 triple, ts = triples[i]
                 found = explain(triple, ts, source)
@@ -73,11 +72,11 @@ class Match:
         self._entailed: tuple[Entailment, ...] = tuple(out)
         return self._entailed
 
-    def _key(self) -> tuple:
+    def _compared(self) -> tuple:
         return (self.pattern, self.bindings, self.start, self.end, self.triples)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Match) and self._key() == other._key()
+        return isinstance(other, Match) and self._compared() == other._compared()
 
     __hash__ = None  # type: ignore[assignment]  # bindings is a dict
 

@@ -22,12 +22,13 @@ and ``FROM`` graphs form one dataset, as in Sparkwave).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
-from .alpha import AlphaMemory, AlphaShape
+from .alpha import AlphaShape
 from .beta import BetaNode, JoinNode, Production, StarJoinNode
 from .match import Match
-from .query import Filter, Query, TriplePattern, WindowSpec, is_var
+from .memories import AlphaMemory
+from .query import Filter, Query, TriplePattern, WindowSpec, is_var, pattern_leaves, pattern_variables
 
 STATIC = "#static"  # static data in a scope (not an IRI, so no clash with a stream)
 
@@ -39,16 +40,6 @@ def stream_key(stream: str) -> str:
     return stream
 
 
-def _pattern_vars(pattern: Any) -> list[str]:
-    out: list[str] = []
-    for term in pattern.terms():
-        if isinstance(term, TriplePattern):
-            out += _pattern_vars(term)
-        elif is_var(term) and term not in out:
-            out.append(term)
-    return out
-
-
 def order_patterns(patterns: tuple[TriplePattern, ...]) -> list[TriplePattern]:
     """Written order, but connected patterns before unconnected ones."""
     remaining = list(patterns)
@@ -58,20 +49,24 @@ def order_patterns(patterns: tuple[TriplePattern, ...]) -> list[TriplePattern]:
         pick = remaining[0]
         if ordered:
             for tp in remaining:
-                if bound.intersection(_pattern_vars(tp)):
+                if bound.intersection(pattern_variables((tp,))):
                     pick = tp
                     break
         remaining.remove(pick)
         ordered.append(pick)
-        bound.update(_pattern_vars(pick))
+        bound.update(pattern_variables((pick,)))
     return ordered
 
 
-def _canonical(pattern: Any, slots: dict[str, int]) -> tuple:
-    return tuple(
-        _canonical(t, slots) if isinstance(t, TriplePattern) else (f"?{slots[t]}" if is_var(t) else t)
-        for t in pattern.terms()
-    )
+def _canonical(pattern: TriplePattern, slots: dict[str, int]) -> tuple:
+    """The pattern with its variables renamed by row slot: equal for the levels of two
+    queries that bind the same slots alike."""
+    return tuple((path, f"?{slots[t]}" if is_var(t) else t) for path, t in pattern_leaves(pattern))
+
+
+def alpha_ident(scope: tuple[str, ...], shape: AlphaShape, key_positions: tuple[int, ...]) -> tuple:
+    """What identifies an alpha memory: patterns testing the same in one scope, indexed alike."""
+    return (scope, shape.canonical, key_positions)
 
 
 def _name(var: str) -> str:
@@ -153,9 +148,8 @@ def compile_steps(query: Query) -> list[Step]:
             (f.text, tuple(sorted((_name(v), name_slots.get(_name(v))) for v in f.variables))) for f in filters
         )
         if window is not None:
-            streams = window.streams() if hasattr(window, "streams") else (window.stream,)
-            scope: tuple[str, ...] = tuple(sorted({stream_key(x) for x in streams}))
-            if getattr(window, "with_static", False):
+            scope: tuple[str, ...] = tuple(sorted({stream_key(x) for x in window.streams()}))
+            if window.with_static:
                 scope += (STATIC,)  # a C-SPARQL default window: streams and FROM graphs together
         else:
             scope = (STATIC,)
@@ -197,10 +191,10 @@ class Network:
         # A root's memory is indexed by its first variable, the star variable when the
         # next patterns join on it (see StarJoinNode).
         positions = step.new_positions[:1] if root else step.key_positions
-        key = (step.scope, step.shape.key, positions)
-        memory = self.alphas.get(key)
+        ident = alpha_ident(step.scope, step.shape, positions)
+        memory = self.alphas.get(ident)
         if memory is None:
-            memory = self.alphas[key] = AlphaMemory(step.scope, step.shape, positions)
+            memory = self.alphas[ident] = AlphaMemory(step.scope, step.shape, positions)
             created.append(memory)
         return memory
 
@@ -246,8 +240,7 @@ class Network:
             nodes.append(node)
             parent = node
         last = steps[-1]
-        select = query.projection() if hasattr(query, "projection") else (query.select or query.variables())
-        projection = [(name, last.slots[name]) for name in select if name in last.slots]
+        projection = [(name, last.slots[name]) for name in query.projection() if name in last.slots]
         production = Production(query.name, last.uniform, last.user_width, projection, self.deliver, self.clock)
         nodes[-1].productions.append(production)
         self.chains[query.name] = Chain(query, nodes, production, steps)
@@ -269,20 +262,18 @@ class Network:
             alpha.successors.remove(node)
             del self.nodes[node.ident]
             if not alpha.successors:
-                del self.alphas[(alpha.scope, alpha.shape.key, alpha.key_positions)]
+                del self.alphas[alpha_ident(alpha.scope, alpha.shape, alpha.key_positions)]
                 removed.append(alpha)
         self._update_widths()
         return removed
 
     def _update_widths(self) -> None:
         for node in self.nodes.values():
-            widest = max(node.users.values(), default=0)
-            node.width = widest
-            node.gc_width = widest
+            node.width = max(node.users.values(), default=0)
         for node in self.nodes.values():
             node.refresh()
         for alpha in self.alphas.values():
-            alpha.width = max((n.gc_width for n in alpha.successors), default=0)
+            alpha.width = max((n.width for n in alpha.successors), default=0)
             alpha.refresh()  # after the nodes: a node's gate depends on its children
 
     # -- what the epsilon-network and the dispatch need -----------------------------------
@@ -314,5 +305,5 @@ class Network:
         return out
 
     def min_width(self) -> int:
-        widths = [n.gc_width for n in self.nodes.values() if n.gc_width > 0]
+        widths = [n.width for n in self.nodes.values() if n.width > 0]
         return min(widths) if widths else 0

@@ -7,7 +7,7 @@ builder ignore syntax, and lets tests build queries without the parser.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence, Union
+from typing import Any, Callable, Iterable, Iterator, Sequence, Union
 
 Term = str
 
@@ -115,19 +115,30 @@ class Query:
         return pattern_variables(self.patterns)
 
 
+QUOTED = "<<>>"  # pattern_leaves' stand-in for a quoted pattern (no term is spelled so)
+
+
+def pattern_leaves(pattern: TriplePattern, path: tuple[int, ...] = ()) -> Iterator[tuple[tuple[int, ...], Term]]:
+    """``(path, term)`` for every term of a pattern, depth first: ``path`` is the position
+    of the term, through the quoted patterns it sits in (``(0, 2)``: the object of the
+    quoted subject); a quoted pattern itself comes as ``(path, QUOTED)`` before its terms.
+    The one walk over a pattern's terms: alpha tests, variable order and node identity
+    are all read from it."""
+    for i, term in enumerate(pattern.terms()):
+        if isinstance(term, TriplePattern):
+            yield path + (i,), QUOTED
+            yield from pattern_leaves(term, path + (i,))
+        else:
+            yield path + (i,), term
+
+
 def pattern_variables(patterns: Iterable[TriplePattern]) -> list[str]:
     """Names (without '?') of the variables triple patterns bind, in order of first appearance."""
     seen: dict[str, None] = {}
-
-    def visit(term: Any) -> None:
-        if isinstance(term, TriplePattern):
-            for t in term.terms():
-                visit(t)
-        elif is_var(term):
-            seen.setdefault(term[1:], None)
-
     for tp in patterns:
-        visit(tp)
+        for _, term in pattern_leaves(tp):
+            if is_var(term):
+                seen.setdefault(term[1:], None)
     return list(seen)
 
 

@@ -61,12 +61,11 @@ from urllib.parse import urljoin
 
 from . import filters
 from ...shared.ntriples import make_iri, make_literal, make_quoted
+from ...shared.vocab import RDF_TYPE, XSD_NS
 from .query import Query, QuerySyntaxError, TriplePattern, WindowSpec, is_var, pattern_variables
 
 __all__ = ["parse_query", "parse_duration", "QuerySyntaxError"]
 
-XSD = "http://www.w3.org/2001/XMLSchema#"
-RDF_TYPE = "<http://www.w3.org/1999/02/22-rdf-syntax-ns#type>"
 _SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
 
 # Bounds that keep a hostile query from exhausting the interpreter's stack: groups,
@@ -872,13 +871,13 @@ class _Parser:
             return None
         if token.is_word("TRUE", "FALSE") and token.text in ("true", "false"):
             self.lexer.next()
-            return literal_term(token.text, datatype=XSD + "boolean")
+            return literal_term(token.text, datatype=XSD_NS + "boolean")
         return None
 
     @staticmethod
     def number(text: str, kind: str) -> str:
         datatype = {"INTEGER": "integer", "DECIMAL": "decimal", "DOUBLE": "double"}[kind]
-        return literal_term(text, datatype=XSD + datatype)
+        return literal_term(text, datatype=XSD_NS + datatype)
 
     # ------------------------------------------------------------------ FILTER
     def filter(self) -> None:

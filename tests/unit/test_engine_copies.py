@@ -11,9 +11,10 @@ import random
 import pytest
 
 from edgewave.agent.engine import Engine
-from edgewave.agent.engine.alpha import AlphaMemory, AlphaShape, BetaMemory, Memory, values_reader
+from edgewave.agent.engine.alpha import AlphaShape
 from edgewave.agent.engine.beta import JoinNode, _one_entry_star, extend
 from edgewave.agent.engine.epsilon import SAME
+from edgewave.agent.engine.memories import AlphaMemory, BetaMemory, Memory, values_reader
 from edgewave.agent.engine.query import TriplePattern
 from edgewave.agent.engine.tokens import END, ENTRY, NO_END, NO_START, PARENT, ROW, START, TOP, TOPS, widen
 from edgewave.shared.vocab import (
@@ -132,7 +133,7 @@ def test_the_star_gates_only_skip_activations_that_would_make_nothing(seed):
     gated, gated_out = engine_with_queries()
     open_, open_out = engine_with_queries()
     for alpha in open_.network.alphas.values():
-        alpha.activations = [(None, right) for _, right in alpha.activations]
+        alpha.activations = [(None, right_activation) for _, right_activation in alpha.activations]
     assert any(gate is not None for a in gated.network.alphas.values() for gate, _ in a.activations)
     gated.push_many(items)
     open_.push_many(items)
@@ -242,8 +243,8 @@ def test_drop_before_reads_a_one_variable_key_as_the_reader_does(positions):
     for i in range(200):
         triple = (rng.choice("abc"), rng.choice("pq"), rng.choice("xyz"))
         entry = (triple, i if rng.random() < 0.9 else -1, triple)
-        fast.store(entry, fast.key(triple))
-        slow.store(entry, slow.key(triple))
+        fast.store(entry, fast.read_key(triple))
+        slow.store(entry, slow.read_key(triple))
     assert fast.drop_before(120) == slow.drop_before(120) > 0
     assert fast.index == slow.index and list(fast.expiry) == list(slow.expiry)
 
@@ -259,7 +260,7 @@ def test_emit_stores_tokens_as_beta_memory_store_does():
     for _ in range(200):
         token = _parent(rng)
         JoinNode.emit(parent, token)  # the original emit, not the capturing one
-        reference.store(token, reference.key(token[ROW]))
+        reference.store(token, reference.read_key(token[ROW]))
     assert child.memory.index == reference.index
     assert list(child.memory.expiry) == list(reference.expiry)
     assert 0 < len(reference.expiry) < 200  # static-only tokens (end -1) stay out of expiry
