@@ -152,7 +152,7 @@ class BetaNode:
         filters = self.filters
         for parent in parents:
             prow, _, _, start, end = parent
-            # tokens.widen(), written out
+            # tokens.widen(), written out (keep in step)
             if ts >= 0:
                 if ts < start:
                     start = ts

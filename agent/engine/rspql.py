@@ -949,22 +949,19 @@ class _Parser:
         return items
 
     def additive(self):
-        left = self.multiplicative()
-        while True:
-            token = self.lexer.peek()
-            if token.is_punct("+") or token.is_punct("-"):
-                self.lexer.next()
-                left = self.built(("arith", token.text, left, self.multiplicative()), token)
-            else:
-                return left
+        return self.arithmetic(self.multiplicative, "+", "-")
 
     def multiplicative(self):
-        left = self.unary()
+        return self.arithmetic(self.unary, "*", "/")
+
+    def arithmetic(self, operand, plus: str, minus: str):
+        """A left-associative run of ``operand``s joined by two operators of one precedence."""
+        left = operand()
         while True:
             token = self.lexer.peek()
-            if token.is_punct("*") or token.is_punct("/"):
+            if token.is_punct(plus) or token.is_punct(minus):
                 self.lexer.next()
-                left = self.built(("arith", token.text, left, self.unary()), token)
+                left = self.built(("arith", token.text, left, operand()), token)
             else:
                 return left
 
