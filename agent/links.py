@@ -26,8 +26,9 @@ from edgewave.shared.mqtt_client import Will
 
 
 def cloud_link(settings: AgentSettings, loop: NetworkLoop, on_message: MessageHandler,
-               on_connected: Callable[[bool], None]) -> MqttLink:
-    """The connection to the cloud broker: events up, config documents down."""
+               on_connected: Callable[[bool], None], on_published: Callable[[int, int], None]) -> MqttLink:
+    """The connection to the cloud broker: events up, config documents down; ``on_published``
+    hears each PUBACK (message id, reason code), for the uplink."""
     s, gw = settings, settings.gateway
     offline = encode_status(status_document(gw, "offline"))
     subscriptions = [(topics.config_topic(gw), 1)]
@@ -36,7 +37,8 @@ def cloud_link(settings: AgentSettings, loop: NetworkLoop, on_message: MessageHa
     return MqttLink("cloud", s.cloud, s.reconnect, client_id=s.cloud.client_id or gateway_cloud_client_id(gw),
                     persistent=True, will=Will(topics.status_topic(gw), offline, qos=1, retain=True),
                     subscriptions=subscriptions, on_message=on_message,
-                    on_connected=on_connected, max_inflight=s.outbox.max_inflight, loop=loop)
+                    on_connected=on_connected, on_published=on_published, max_inflight=s.outbox.max_inflight,
+                    loop=loop)
 
 
 def local_link(settings: AgentSettings, loop: NetworkLoop, on_message: MessageHandler) -> MqttLink:

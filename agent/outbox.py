@@ -154,25 +154,12 @@ class Outbox:
             self._conn.close()
 
     # -- writing ---------------------------------------------------------------------------
-    def append(self, event_id: str, kind: str, payload: bytes, now_ms: int | None = None) -> int | None:
-        """Store one event; its sequence number, or None when the policy refused it."""
-        now_ms = clock.now_ms() if now_ms is None else now_ms
-        with self._lock:
-            try:
-                seq = self._insert(event_id, kind, payload, now_ms)
-                self.checkpoints.committed(self._conn)
-                return seq
-            except sqlite3.OperationalError:
-                raise            # disk full, I/O: the caller counts and logs it
-            except sqlite3.DatabaseError as exc:
-                self._recover(exc)
-                return self._insert(event_id, kind, payload, now_ms)
-
     def append_batch(self, rows: Sequence[tuple[str, str, bytes]], also: Callable[[sqlite3.Connection], None] | None,
                      now_ms: int | None = None) -> list[int | None]:
         """Store ``rows`` (event id, kind, payload) and run ``also`` on the connection in ONE
-        transaction: either all of it is on disk or none of it. The window journal writes a
-        sensor message's triples this way, with the events they made (window_journal.py).
+        transaction: either all of it is on disk or none of it. The one way in, so that the
+        recovery from a damaged file below is written once: the outbox writer stores a
+        message's events this way, and the window journal its row with them (window_journal.py).
         Returns each row's sequence number, or None where the policy refused it. A refusal
         of the disk (``sqlite3.OperationalError``) is raised with nothing written."""
         now_ms = clock.now_ms() if now_ms is None else now_ms
@@ -207,7 +194,7 @@ class Outbox:
             return fn(self._conn)
 
     def _insert(self, event_id: str, kind: str, payload: bytes, now_ms: int) -> int | None:
-        """One event inside the caller's transaction (bounds and policy as ``append``)."""
+        """One event inside the caller's transaction: the age and size bounds, then the policy."""
         size = len(payload)
         self._expire(now_ms)
         if self._bytes + size > self.max_bytes:

@@ -78,12 +78,13 @@ class Written(NamedTuple):
 
 
 class OutboxWriter:
-    """Writes events to the outbox; owns the events the disk refused and the held acknowledgements."""
+    """Writes events to ``outbox``, with ``journal``'s rows in the same transactions; owns the
+    events the disk refused and the held acknowledgements."""
 
-    def __init__(self, settings: AgentSettings, counters: Counters) -> None:
-        self.outbox: Outbox | None = None            # set once the file is open
+    def __init__(self, outbox: Outbox, journal: WindowJournal, settings: AgentSettings, counters: Counters) -> None:
+        self.outbox = outbox
+        self.journal = journal
         self.counters = counters
-        self.journal = WindowJournal(settings, counters)
         self.max_unwritten_bytes = settings.outbox.unwritten_max_bytes
         self.retry_every_s = settings.status.local_interval_s
         self._unwritten: deque[Batch] = deque()      # oldest first
@@ -163,10 +164,8 @@ class OutboxWriter:
 
     def _store(self, batch: Batch) -> list[Row]:
         """One transaction: the journal rows (and any journal upkeep) and the events."""
-        assert self.outbox is not None
         entries, epoch, rows = batch
         journal = self.journal
-        journal.outbox = self.outbox
         statement = journal.statement(entries, epoch)
         if not rows and statement is None:
             return []
@@ -266,7 +265,6 @@ class OutboxWriter:
         acknowledgements may go, in order."""
         if not self._unwritten:
             return Written([], ())
-        assert self.outbox is not None
         stored: list[Row] = []
         try:
             while self._unwritten:
@@ -306,5 +304,4 @@ class OutboxWriter:
     def maintain(self) -> None:
         """Age out old events: an idle gateway must too (the WAL's checkpoints have a thread
         of their own, outbox_checkpoint.py)."""
-        if self.outbox is not None:
-            self.outbox.expire()
+        self.outbox.expire()

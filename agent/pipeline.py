@@ -30,6 +30,7 @@ from edgewave.agent.reconfigure import CompiledConfig, ConfigChange, apply_diffe
 from edgewave.agent.significance import FORWARD, SignificanceFilter, extract_observations
 from edgewave.agent.status import Counters
 from edgewave.shared.events import match_event, significant_event
+from edgewave.shared.topics import TopicError, parse_sensor_topic
 
 IDLE_ADVANCE_MS = 500          # with no sensor message for this long, stream time moves on by the clock
 
@@ -110,7 +111,31 @@ class Pipeline:
             else:
                 self.counters.add(decision)
 
+    # -- restart ------------------------------------------------------------------------------
+    def stream_of(self, topic: str) -> str | None:
+        """The stream a message on ``topic`` enters on, as intake maps it (None: no mapping)."""
+        try:
+            segment, _ = parse_sensor_topic(topic)
+        except TopicError:
+            return None
+        return self.intake.stream_term(segment)
+
+    def replay(self, messages: Sequence[tuple[int, str, Sequence[tuple[str, str, str]]]]) -> int:
+        """Push what entered the engine before a restart, ``(arrival_ms, stream, triples)`` in
+        order, into the fresh engine (window_journal.py); how many matches it completed. Those
+        were stored with the journal's rows before the restart: they make no events again."""
+        engine = self.engine
+        matches = 0
+        for arrival_ms, stream, triples in messages:
+            matches += len(engine.push_many([(arrival_ms, t) for t in triples], stream))
+            self.last_arrival_ms = max(self.last_arrival_ms, arrival_ms)
+        return matches
+
     # -- time and configuration --------------------------------------------------------------
+    def stream_ms(self) -> int:
+        """The engine's clock: the latest arrival time, or the wall clock once idle (``idle``)."""
+        return self.last_arrival_ms
+
     def idle(self, now_ms: int) -> None:
         """No work queued: with no message for ``IDLE_ADVANCE_MS``, stream time moves on by
         the clock so that windows expire. Sooner would take the engine for 1-2 ms twice a

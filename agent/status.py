@@ -111,6 +111,18 @@ def status_document(gateway: str, state: str, *, config_version: int | None = No
     return doc
 
 
+def save_offline(settings: AgentSettings, counters: Counters, started_ms: int, config_version: int | None) -> None:
+    """The state file of an agent that stops before it connected (no reporter was built):
+    ``edgewave-agent status`` shows it offline, not the last run's ``online``."""
+    doc = status_document(settings.gateway, "offline", config_version=config_version, counters=counters.snapshot(),
+                          started_ms=started_ms, pid=os.getpid())
+    path = settings.data_path(settings.status.state_file)
+    try:
+        write_state_file(path, doc)
+    except OSError as exc:
+        log.error("status event=state_file_failed path=%s error=%r", path, str(exc))
+
+
 def encode_status(doc: dict[str, Any]) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()
 
@@ -164,19 +176,23 @@ def format_status(doc: dict[str, Any], now_ms: int | None = None) -> str:
 class StatusReporter:
     """Composes the status document from every part's figures, publishes it and writes the state file."""
 
-    def __init__(self, settings: AgentSettings, counters: Counters, *, pipeline: Pipeline,
-                 writer: OutboxWriter) -> None:
+    def __init__(self, settings: AgentSettings, counters: Counters, *, pipeline: Pipeline, configs: ConfigApplier,
+                 writer: OutboxWriter, uplink: Uplink | None = None, cloud: MqttLink | None = None,
+                 requested: threading.Event | None = None, started_ms: int | None = None) -> None:
+        """``requested`` is set by whoever wants the status out at once (``request``): the
+        config applier exists before this reporter and sets it on a config change.
+        ``started_ms``: when the process began, not when its storage opened (it may wait)."""
         self.settings = settings
         self.gateway = settings.gateway
         self.counters = counters
-        self.started_ms = clock.now_ms()
+        self.started_ms = clock.now_ms() if started_ms is None else started_ms
         self.pipeline = pipeline
+        self.configs = configs
         self.writer = writer
-        self.configs: ConfigApplier | None = None
-        self.uplink: Uplink | None = None      # from start-up on
-        self.cloud: MqttLink | None = None
+        self.uplink = uplink
+        self.cloud = cloud
         self.state_path = settings.data_path(settings.status.state_file)
-        self._now = threading.Event()
+        self._now = requested if requested is not None else threading.Event()
         self._state_file_failing = False
 
     def request(self) -> None:
@@ -196,34 +212,32 @@ class StatusReporter:
             counters["landed"] = self.uplink.landed.landed
             counters["resent"] = self.uplink.landed.resends
             counters["bad_landed_acks"] = self.uplink.bad_landed_acks
-        outbox = None
         writer = self.writer
-        if writer.outbox is not None:
-            ob = writer.outbox.stats()
-            outbox = {"depth": ob.depth, "bytes": ob.bytes, "oldestAgeMs": ob.oldest_age_ms,
-                      "dropped": ob.dropped, "droppedFull": ob.dropped_full,
-                      "droppedExpired": ob.dropped_expired, "refused": ob.refused,
-                      # events the disk refused, waiting in memory, and the sensor messages
-                      # left unacknowledged meanwhile (see outbox_writer.py)
-                      "unwritten": writer.unwritten, "unwrittenBytes": writer.unwritten_bytes,
-                      "acksHeld": writer.acks_held}
-            if self.uplink is not None:
-                # sent (the broker's PUBACK came) and not yet landed by ingest; how the uplink
-                # deletes: end_to_end, puback (mode off) or older_cloud (auto fell back)
-                landed = self.uplink.landed
-                age = landed.oldest_age_s()
-                outbox.update({"unlanded": landed.events,
-                               "oldestUnlandedAgeMs": None if age is None else int(age * 1000),
-                               "landedAcks": landed.state()})
-            counters["dropped"] = (ob.dropped + counters.get("queue_full", 0)
-                                   + counters.get("outbox_unwritten_dropped", 0))
+        ob = writer.outbox.stats()
+        outbox: dict[str, Any] = {"depth": ob.depth, "bytes": ob.bytes, "oldestAgeMs": ob.oldest_age_ms,
+                                  "dropped": ob.dropped, "droppedFull": ob.dropped_full,
+                                  "droppedExpired": ob.dropped_expired, "refused": ob.refused,
+                                  # events the disk refused, waiting in memory, and the sensor messages
+                                  # left unacknowledged meanwhile (see outbox_writer.py)
+                                  "unwritten": writer.unwritten, "unwrittenBytes": writer.unwritten_bytes,
+                                  "acksHeld": writer.acks_held}
+        if self.uplink is not None:
+            # sent (the broker's PUBACK came) and not yet landed by ingest; how the uplink
+            # deletes: end_to_end, puback (mode off) or older_cloud (auto fell back)
+            landed = self.uplink.landed
+            age = landed.oldest_age_s()
+            outbox.update({"unlanded": landed.events,
+                           "oldestUnlandedAgeMs": None if age is None else int(age * 1000),
+                           "landedAcks": landed.state()})
+        counters["dropped"] = (ob.dropped + counters.get("queue_full", 0)
+                               + counters.get("outbox_unwritten_dropped", 0))
         configs = self.configs
-        doc = status_document(self.gateway, state, config_version=configs.version if configs else None,
+        doc = status_document(self.gateway, state, config_version=configs.version,
                               counters=counters, outbox=outbox, started_ms=self.started_ms, pid=os.getpid())
         if self.uplink is not None and self.uplink.landed.state() == "older_cloud":
             doc["warnings"] = ["the cloud does not acknowledge landed events (an older cloud?): events leave "
                                "the outbox on the cloud broker's PUBACK, and a broker crash can lose them"]
-        key = configs.key_status() if configs else None
+        key = configs.key_status()
         if key is not None:
             doc["configKey"] = key
         return doc

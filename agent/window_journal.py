@@ -36,7 +36,7 @@ What makes it exact:
   are deleted in the transaction of a later message, a few pages at a time: once
   ``PRUNE_ROWS`` of them are due, or the oldest has waited ``PRUNE_WAIT_MS``; never more
   than ``PRUNE_MAX_ROWS`` at once. An idle gateway deletes them in a transaction of its
-  own (``upkeep_due``, runtime.py). Deleting every 100 ms instead (100 rows at 1,000
+  own (``upkeep_due``, outbox_writer.py). Deleting every 100 ms instead (100 rows at 1,000
   msg/s) put 0.2 ms on every hundredth message inside its transaction, and 0.5 ms in a
   transaction of its own, which the next message waited for: either way, the agent's
   p99. Beyond ``state.max_bytes`` the oldest rows go at once, in the transaction that
@@ -70,11 +70,9 @@ import zstandard
 from edgewave.agent.agent_clock import CLOCK, AgentClock
 from edgewave.agent.engine import parse_query
 from edgewave.shared import ntriples
-from edgewave.shared.topics import TopicError, parse_sensor_topic
 
 if TYPE_CHECKING:
     from edgewave.agent.config import AgentSettings
-    from edgewave.agent.config_apply import ConfigApplier
     from edgewave.agent.intake import SensorEvent
     from edgewave.agent.mqtt_link import Ack
     from edgewave.agent.outbox import Outbox
@@ -169,18 +167,20 @@ class Discarded(Exception):
 
 
 class WindowJournal:
-    """The journal of one agent; one caller at a time (the engine lock), and ``restore`` at start."""
+    """The journal of one agent, in ``outbox``'s file (its rows commit with the events);
+    one caller at a time (the engine lock), and ``restore`` at start. ``stream_ms`` is the
+    engine's clock (``Pipeline.stream_ms``): rows expire by stream time, not the wall clock."""
 
-    def __init__(self, settings: AgentSettings, counters: Counters, clock: AgentClock = CLOCK) -> None:
+    def __init__(self, outbox: Outbox, settings: AgentSettings, counters: Counters, *,
+                 stream_ms: Callable[[], int], clock: AgentClock = CLOCK) -> None:
+        self.outbox = outbox
         self.enabled = settings.state.durable_windows
         self.max_bytes = settings.state.max_bytes
         self._packer = Packer(settings.input.max_message_bytes)
         self.counters = counters
         self.clock = clock
-        self.outbox: Outbox | None = None
+        self._stream_ms = stream_ms
         self.config_version: int | None = None
-        self._configs: ConfigApplier | None = None     # whose applied config the journal follows
-        self._pipeline: Pipeline | None = None
         self._applied: CompiledConfig | None = None
         self._engine: object | None = None
         self._streams: frozenset[str] | None = frozenset()    # streams windows read; None: every one
@@ -202,7 +202,6 @@ class WindowJournal:
         """The row for a message the engine took, or None (off, rejected, or a stream no window reads)."""
         if entered is None or not self.enabled:
             return None
-        self._follow()
         streams = self._streams
         if streams is not None and entered.stream not in streams:
             return None
@@ -230,11 +229,9 @@ class WindowJournal:
         Expired rows go with it when enough are due (see ``PRUNE_ROWS``)."""
         if not self.enabled:
             return None
-        self._follow()
         if epoch != self.epoch:
             entries = ()
         self._writing, self._pruned = entries, None
-        assert self.outbox is not None
         if self._marks and not self._reset and self._generation == self.outbox.generation:
             now = entries[-1].arrival_ms if entries else self._stream_ms()
             self._pruned = self._expired(now, sum(e.size for e in entries))
@@ -254,7 +251,6 @@ class WindowJournal:
 
     def _write(self, conn: sqlite3.Connection) -> None:
         """Inside the transaction: what the last ``statement`` decided."""
-        assert self.outbox is not None
         if self._generation != self.outbox.generation or self._reset:
             self._prepare(conn)
         entries = self._writing
@@ -268,7 +264,6 @@ class WindowJournal:
 
     def committed(self) -> None:
         """The transaction that ran the last ``statement`` committed."""
-        assert self.outbox is not None
         pruned, self._pruned = self._pruned, None
         entries, self._writing = self._writing, ()
         if self._generation != self.outbox.generation or self._reset:
@@ -311,10 +306,6 @@ class WindowJournal:
         return {"format": JOURNAL_FORMAT, "engine": engine_version(),
                 "config_version": str(self.config_version), "boot_id": self.clock.boot_id}
 
-    def _stream_ms(self) -> int:
-        """The engine's clock (it moves on while the gateway is idle, pipeline.py)."""
-        return self._pipeline.last_arrival_ms if self._pipeline is not None else 0
-
     def _expired(self, now_ms: int, adding: int) -> tuple[int, int, bool] | None:
         """The rows to delete at stream time ``now_ms`` as (last seq, bytes, truncated), if
         any are due (see ``PRUNE_ROWS``): those no window can hold any more (older than the
@@ -345,13 +336,11 @@ class WindowJournal:
         """The transaction did not commit: nothing it did happened."""
         self._pruned, self._writing = None, ()
 
-    def _follow(self) -> None:
-        """A config change (push, rollback) or a rebuilt engine (a failed swap) starts an empty
-        journal, written with the next transaction: the journal holds one config's windows."""
-        configs, pipeline = self._configs, self._pipeline
-        if configs is None or pipeline is None:
-            return
-        applied, engine = configs.applied, pipeline.engine
+    def follow(self, applied: CompiledConfig | None, engine: object | None) -> None:
+        """The config and engine now running. A config change (push, rollback) or a rebuilt
+        engine (a failed swap) starts an empty journal, written with the next transaction:
+        the journal holds one config's windows. The agent calls it after every config work
+        item, whatever its outcome, and before ``restore``."""
         if applied is self._applied and engine is self._engine:
             return
         version = applied.version if applied else None
@@ -364,11 +353,10 @@ class WindowJournal:
             self.epoch += 1
 
     # -- start-up ---------------------------------------------------------------------------
-    def restore(self, outbox: Outbox, pipeline: Pipeline, configs: ConfigApplier) -> None:
+    def restore(self, pipeline: Pipeline) -> None:
         """Replay the journal into ``pipeline``'s fresh engine (before any connection). What
         cannot be replayed, or read, is discarded, logged and counted: start-up goes on."""
-        self.outbox, self._pipeline, self._configs = outbox, pipeline, configs
-        self._follow()
+        outbox = self.outbox
         if outbox.moved_aside is not None:
             self._discard(f"the outbox file was damaged and moved aside to {outbox.moved_aside}", 0)
         if not self.enabled:
@@ -383,7 +371,7 @@ class WindowJournal:
             return                              # a fresh file: the first write makes the tables
         try:
             self._check(meta)
-            self._replay(rows, meta, outbox, pipeline)
+            self._replay(rows, meta, pipeline)
         except Discarded as why:
             self._discard(str(why), len(rows))
         except sqlite3.Error as exc:           # rewriting it failed: the next write starts afresh
@@ -401,22 +389,13 @@ class WindowJournal:
                             "ORDER BY seq").fetchall()
         return rows, meta
 
-    @staticmethod
-    def _stream_of(topic: str, pipeline: Pipeline) -> str | None:
-        """The stream a journaled message entered on, as intake mapped it."""
-        try:
-            segment, _ = parse_sensor_topic(topic)
-        except TopicError:
-            return None
-        return pipeline.intake.stream_term(segment)
-
     def _check(self, meta: dict[str, str]) -> None:
         mine = self._meta()
         for name in ("format", "engine", "config_version"):
             if meta.get(name) != mine[name]:
                 raise Discarded(f"{name} {meta.get(name)!r} is not this agent's {mine[name]!r}")
 
-    def _replay(self, rows: list[tuple], meta: dict[str, str], outbox: Outbox, pipeline: Pipeline) -> None:
+    def _replay(self, rows: list[tuple], meta: dict[str, str], pipeline: Pipeline) -> None:
         if not rows:
             return
         decoded = []
@@ -425,7 +404,7 @@ class WindowJournal:
             if not (isinstance(seq, int) and isinstance(arrival, int) and isinstance(boot, int)
                     and isinstance(topic, str) and isinstance(payload, bytes)):
                 raise Discarded(f"row {seq!r} has columns of the wrong type")
-            stream = self._stream_of(topic, pipeline)
+            stream = pipeline.stream_of(topic)
             if stream is None:
                 raise Discarded(f"row {seq}'s topic {topic!r} names no stream of these settings")
             if arrival < last_arrival:
@@ -457,16 +436,10 @@ class WindowJournal:
             shift = 0
         now = max(wall, last_arrival + shift)
         cutoff = now - self._width_ms
-        engine = pipeline.engine
-        assert engine is not None
-        replayed = matches = 0
         kept = [row for row in decoded if row[1] + shift >= cutoff]
-        for seq, arrival, stream, digest, triples, size in kept:
-            ts = arrival + shift
-            matches += len(engine.push_many([(ts, t) for t in triples], stream))
-            replayed += 1
-        if kept:
-            pipeline.last_arrival_ms = max(pipeline.last_arrival_ms, last_arrival + shift)
+        replayed = len(kept)
+        matches = pipeline.replay([(arrival + shift, stream, triples)
+                                   for seq, arrival, stream, digest, triples, size in kept])
         first_kept = kept[0][0] if kept else rows[-1][0] + 1
         boot_offset = boot_now - wall
 
@@ -478,8 +451,8 @@ class WindowJournal:
             conn.execute("INSERT OR REPLACE INTO journal_meta (name, value) VALUES ('boot_id', ?)",
                          (self.clock.boot_id,))
 
-        outbox.append_batch([], rewrite)
-        self._generation, self._reset = outbox.generation, False
+        self.outbox.append_batch([], rewrite)
+        self._generation, self._reset = self.outbox.generation, False
         self._next_seq = rows[-1][0] + 1
         for seq, arrival, stream, digest, triples, size in kept:
             self._mark(seq, arrival + shift, size)

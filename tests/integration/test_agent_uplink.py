@@ -63,7 +63,7 @@ def running(uplink: Uplink, link: MqttLink, watcher: CloudWatcher) -> Iterator[N
 
 def store(outbox: Outbox, n: int, make=mixed_event) -> tuple[int, bytes]:  # noqa: ANN001
     e = make(n)
-    seq = outbox.append(e["id"], e["kind"], encode_event(e))
+    seq = outbox.append_batch([(e["id"], e["kind"], encode_event(e))], None)[0]
     assert seq is not None
     return seq, encode_event(e)
 
@@ -85,7 +85,7 @@ def test_events_are_deleted_only_once_landed_and_arrive_in_order(tmp_path, mqtt_
     watcher = CloudWatcher(mqtt_broker)
     outbox, link, uplink = make_uplink(tmp_path, mqtt_broker)
     for n in range(50):
-        outbox.append(event(n)["id"], "match", encode_event(event(n)))
+        outbox.append_batch([(event(n)["id"], "match", encode_event(event(n)))], None)
     assert outbox.stats().depth == 50          # nothing leaves before the link is up
     try:
         uplink.start()
@@ -109,14 +109,14 @@ def test_just_stored_events_never_overtake_older_waiting_ones(tmp_path, mqtt_bro
 
     def store_and_notify(n: int) -> None:
         payload = encode_event(event(n))
-        seq = outbox.append(event(n)["id"], "match", payload)
+        seq = outbox.append_batch([(event(n)["id"], "match", payload)], None)[0]
         uplink.notify([(seq, payload)])
 
     try:
         link.start()
         assert link.wait_connected(15)
         for n in range(3):      # stored while nothing published them
-            outbox.append(event(n)["id"], "match", encode_event(event(n)))
+            outbox.append_batch([(event(n)["id"], "match", encode_event(event(n)))], None)
         for n in range(3, 8):
             link.call(lambda n=n: store_and_notify(n))
         wait_for(lambda: len(watcher.events) >= 8, 20, lambda: f"8 events (got {numbers(watcher)})")
@@ -134,7 +134,7 @@ def test_pacing_limits_the_publish_rate(tmp_path, mqtt_broker):
     watcher = CloudWatcher(mqtt_broker)
     outbox, link, uplink = make_uplink(tmp_path, mqtt_broker, max_rate_per_s=50, max_inflight=5)
     for n in range(60):
-        outbox.append(event(n)["id"], "match", encode_event(event(n)))
+        outbox.append_batch([(event(n)["id"], "match", encode_event(event(n)))], None)
     try:
         link.start()
         assert link.wait_connected(15)

@@ -14,7 +14,7 @@ from agent_harness import ALARM, alarm, config_document, levels
 from edgewave.agent.config import settings_from_dict
 from edgewave.agent.outbox import Outbox
 from edgewave.agent.runtime import Agent
-from edgewave.agent.status import encode_status
+from edgewave.agent.status import StatusReporter, encode_status
 
 
 def agent_on_disk(tmp_path: Path, **outbox: int) -> Agent:
@@ -25,6 +25,12 @@ def agent_on_disk(tmp_path: Path, **outbox: int) -> Agent:
                                       "config": {"key": "k", "bootstrap": str(bootstrap)}}))
     agent.open_storage()
     return agent
+
+
+def status_of(agent: Agent) -> dict:
+    """The status document as the started agent's reporter makes it (no network here)."""
+    return StatusReporter(agent.settings, agent.counters, pipeline=agent.pipeline, configs=agent.configs,
+                          writer=agent.writer).document()
 
 
 def disk_full(outbox: Outbox, full: bool) -> None:
@@ -61,12 +67,12 @@ def test_events_wait_in_order_and_acknowledgements_wait_until_the_disk_takes_the
     # and so does each later message's acknowledgement.
     assert 1 < stored < 29
     assert acked == list(range(1, stored + 1)) and stored_levels(outbox) == acked
-    status = agent.status()["outbox"]
+    status = status_of(agent)["outbox"]
     assert status["unwritten"] == status["acksHeld"] == 29 - stored and status["unwrittenBytes"] > 0
     assert agent.counters["outbox_write_failed"] == 1
 
     retry(agent)                  # still full: nothing moves, the failure is counted
-    assert agent.status()["outbox"]["unwritten"] == 29 - stored
+    assert status_of(agent)["outbox"]["unwritten"] == 29 - stored
     assert agent.counters["outbox_write_failed"] == 2 and len(acked) == stored
 
     disk_full(outbox, False)
@@ -74,7 +80,7 @@ def test_events_wait_in_order_and_acknowledgements_wait_until_the_disk_takes_the
     retry(agent)
     assert stored_levels(outbox) == list(range(1, 31))
     assert acked == list(range(1, 31))
-    status = agent.status()["outbox"]
+    status = status_of(agent)["outbox"]
     assert (status["unwritten"], status["unwrittenBytes"], status["acksHeld"], status["depth"]) == (0, 0, 0, 30)
     sensor_message(agent, 31, acked)   # and the next one is stored and acknowledged at once
     assert stored_levels(outbox)[-1] == 31 and acked[-1] == 31
@@ -86,7 +92,7 @@ def test_beyond_the_memory_bound_events_are_dropped_and_counted(tmp_path):
     disk_full(agent.outbox, True)
     for n in range(1, 40):
         sensor_message(agent, n, acked)
-    status = agent.status()
+    status = status_of(agent)
     kept = status["outbox"]["unwritten"]
     assert 1 <= kept <= 2 and status["outbox"]["unwrittenBytes"] <= 3000
     dropped = agent.counters["outbox_unwritten_dropped"]

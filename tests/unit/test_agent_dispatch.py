@@ -5,12 +5,19 @@ from __future__ import annotations
 
 from edgewave.agent.config import settings_from_dict
 from edgewave.agent.pipeline import Handled
-from edgewave.agent.runtime import _CONFIG, _SENSOR, Agent
+from edgewave.agent.runtime import Agent, ConfigDocument, SensorMessage, Stop
 
 
-def recording_agent(settings: dict | None = None) -> tuple[Agent, list]:
+def stored_agent(tmp_path, settings: dict | None = None) -> Agent:  # noqa: ANN001
+    """An agent with its storage open (outbox, journal, writer), no network."""
+    agent = Agent(settings_from_dict({"data_dir": str(tmp_path / "data"), **(settings or {})}))
+    agent.open_storage()
+    return agent
+
+
+def recording_agent(tmp_path, settings: dict | None = None) -> tuple[Agent, list]:  # noqa: ANN001
     """An agent whose pipeline and config application only record what reaches them."""
-    agent = Agent(settings_from_dict(settings or {}))
+    agent = stored_agent(tmp_path, settings)
     handled: list = []
 
     def handle(topic: str, payload: bytes, arrival_ms: int, ack=None) -> Handled:  # noqa: ANN001
@@ -26,14 +33,14 @@ def recording_agent(settings: dict | None = None) -> tuple[Agent, list]:
     return agent, handled
 
 
-def test_idle_agent_handles_a_message_at_once() -> None:
-    agent, handled = recording_agent()
+def test_idle_agent_handles_a_message_at_once(tmp_path) -> None:
+    agent, handled = recording_agent(tmp_path)
     agent._on_sensor_message("ew/in/alarm/s1", b"m1", False, None)
     assert handled == [b"m1"] and agent._work.empty() and agent._backlog == 0
 
 
-def test_a_message_behind_queued_work_waits_for_it() -> None:
-    agent, handled = recording_agent()
+def test_a_message_behind_queued_work_waits_for_it(tmp_path) -> None:
+    agent, handled = recording_agent(tmp_path)
     agent._on_cloud_message(f"ew/{agent.gateway}/config", b"config", False, None)   # the engine thread's
     agent._on_sensor_message("ew/in/alarm/s1", b"m1", False, None)                  # behind the config
     assert handled == [] and agent._backlog == 2
@@ -47,18 +54,18 @@ def test_a_message_behind_queued_work_waits_for_it() -> None:
     assert handled[-1] == b"m3" and agent._work.empty()
 
 
-def test_a_full_queue_drops_and_counts_without_blocking() -> None:
-    agent = Agent(settings_from_dict({"input": {"queue_max": 2}}))
+def test_a_full_queue_drops_and_counts_without_blocking(tmp_path) -> None:
+    agent = stored_agent(tmp_path, {"input": {"queue_max": 2}})
     agent.configs.apply_pushed = lambda payload: ()
     agent._on_cloud_message(f"ew/{agent.gateway}/config", b"config", False, None)
     for n in range(3):
         agent._on_sensor_message("ew/in/alarm/s1", b"m%d" % n, False, None)
     assert agent.counters["queue_full"] == 2 and agent._backlog == 2
-    assert [item[0] for item in list(agent._work.queue)] == [_CONFIG, _SENSOR]
+    assert [type(item) for item in list(agent._work.queue)] == [ConfigDocument, SensorMessage]
 
 
-def test_acknowledgements_follow_handling_in_arrival_order() -> None:
-    agent, handled = recording_agent()
+def test_acknowledgements_follow_handling_in_arrival_order(tmp_path) -> None:
+    agent, handled = recording_agent(tmp_path)
     acked: list = []
 
     def ack(name: bytes):
@@ -75,10 +82,10 @@ def test_acknowledgements_follow_handling_in_arrival_order() -> None:
     assert acked == [(b"m1", True), (b"m2", True), (b"m3", True), (b"m4", True)]
 
 
-def test_a_message_awaiting_acknowledgement_is_queued_even_beyond_queue_max() -> None:
+def test_a_message_awaiting_acknowledgement_is_queued_even_beyond_queue_max(tmp_path) -> None:
     """Acknowledging a dropped QoS 1 message would lose it; the broker's Receive Maximum
     (queue_max unacknowledged) bounds these instead. Without an ack (QoS 0) it is dropped."""
-    agent, handled = recording_agent({"input": {"queue_max": 1}})
+    agent, handled = recording_agent(tmp_path, {"input": {"queue_max": 1}})
     agent._on_cloud_message(f"ew/{agent.gateway}/config", b"config", False, None)
     acked: list = []
     for name in (b"m1", b"m2"):
@@ -90,7 +97,7 @@ def test_a_message_awaiting_acknowledgement_is_queued_even_beyond_queue_max() ->
     assert handled == [b"config", b"m1", b"m2"] and acked == [b"m1", b"m2"]
 
 
-def test_stream_time_moves_by_the_clock_only_while_no_message_arrives() -> None:
+def test_stream_time_moves_by_the_clock_only_while_no_message_arrives(tmp_path) -> None:
     """The engine thread's idle tick (every 0.5 s of an empty queue) must not take the engine
     lock to advance windows while sensor messages keep the clock moving themselves: under
     load that pause was the latency tail. Once they stop, it advances windows by the clock."""
@@ -98,12 +105,8 @@ def test_stream_time_moves_by_the_clock_only_while_no_message_arrives() -> None:
     import time
 
     from edgewave.agent.pipeline import IDLE_ADVANCE_MS
-    from edgewave.agent.runtime import _STOP
 
-    from edgewave.agent.engine import Engine
-
-    agent = Agent(settings_from_dict({}))
-    agent.pipeline.engine = Engine()                   # what an applied config would build
+    agent = stored_agent(tmp_path)                     # no config: an engine without patterns
     advanced: list[int] = []
     real_advance = agent.pipeline.engine.advance
     agent.pipeline.engine.advance = lambda now: (advanced.append(now), real_advance(now))
@@ -122,5 +125,5 @@ def test_stream_time_moves_by_the_clock_only_while_no_message_arrives() -> None:
         assert advanced and advanced[0] >= last_arrival + IDLE_ADVANCE_MS
         assert agent.pipeline.last_arrival_ms == advanced[-1]  # later arrivals are clamped to it
     finally:
-        agent._enqueue((_STOP,))
+        agent._enqueue(Stop())
         worker.join(5)

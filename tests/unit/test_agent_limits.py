@@ -325,9 +325,11 @@ def test_whatever_a_message_meets_it_is_acknowledged_counted_and_the_agent_goes_
 
 
 def test_handler_failures_are_logged_once_a_minute_per_kind(tmp_path, caplog):
-    """An agent whose engine is missing (storage never opened) fails every message in the
-    handler: each is counted, and the log gets one line (with its traceback) a minute."""
+    """An agent whose engine is missing fails every message in the handler: each is
+    counted and acknowledged, and the log gets one line (with its traceback) a minute."""
     agent = Agent(settings_from_dict({"data_dir": str(tmp_path / "data")}))
+    agent.open_storage()
+    agent.pipeline.engine = None
     clock = [0.0]
     agent._errors.limiter = LogLimiter(60, lambda: clock[0])
     acks: list[int] = []

@@ -20,9 +20,14 @@ def make(path, **kw):
     return Outbox(path, **kw)
 
 
+def put(box: Outbox, event_id: str, kind: str, payload: bytes, now_ms: int | None = None) -> int | None:
+    """One event in a transaction of its own; its seq, or None if the policy refused it."""
+    return box.append_batch([(event_id, kind, payload)], None, now_ms=now_ms)[0]
+
+
 def test_events_survive_reopen_in_order(tmp_path):
     box = make(tmp_path / "o.db")
-    seqs = [box.append(f"id{i}", "match", f"payload-{i}".encode(), now_ms=1000 + i) for i in range(5)]
+    seqs = [put(box, f"id{i}", "match", f"payload-{i}".encode(), now_ms=1000 + i) for i in range(5)]
     box.delete([seqs[1]])
     box.close()
     again = make(tmp_path / "o.db")
@@ -36,7 +41,7 @@ def test_events_survive_reopen_in_order(tmp_path):
 
 def test_pending_after_pages_and_delete_is_idempotent(tmp_path):
     box = make(tmp_path / "o.db")
-    seqs = [box.append(f"id{i}", "match", b"x", now_ms=1) for i in range(10)]
+    seqs = [put(box, f"id{i}", "match", b"x", now_ms=1) for i in range(10)]
     first = box.pending_after(0, 3)
     assert [r.seq for r in first] == seqs[:3]
     assert [r.seq for r in box.pending_after(first[-1].seq, 100)] == seqs[3:]
@@ -49,7 +54,7 @@ def test_drop_oldest_when_full_counts_drops(tmp_path, caplog):
     box = make(tmp_path / "o.db", max_bytes=100, policy="drop_oldest")
     with caplog.at_level(logging.ERROR, logger="edgewave.agent.outbox"):
         for i in range(15):
-            assert box.append(f"id{i}", "match", b"0123456789", now_ms=i) is not None
+            assert put(box, f"id{i}", "match", b"0123456789", now_ms=i) is not None
     assert [r.event_id for r in box.pending_after(0, 100)] == [f"id{i}" for i in range(5, 15)]
     stats = box.stats()
     assert stats.bytes == 100 and stats.dropped == 5 and stats.dropped_full == 5
@@ -60,7 +65,7 @@ def test_drop_oldest_when_full_counts_drops(tmp_path, caplog):
 
 def test_refuse_newest_when_full(tmp_path):
     box = make(tmp_path / "o.db", max_bytes=30, policy="refuse_newest")
-    results = [box.append(f"id{i}", "match", b"0123456789", now_ms=i) for i in range(5)]
+    results = [put(box, f"id{i}", "match", b"0123456789", now_ms=i) for i in range(5)]
     assert results[3] is None and results[4] is None
     assert [r.event_id for r in box.pending_after(0, 100)] == ["id0", "id1", "id2"]
     assert box.stats().refused == 2
@@ -68,9 +73,9 @@ def test_refuse_newest_when_full(tmp_path):
 
 def test_events_older_than_max_age_are_dropped_and_counted(tmp_path):
     box = make(tmp_path / "o.db", max_age_s=10)
-    box.append("old", "match", b"a", now_ms=1_000)
-    box.append("new", "match", b"b", now_ms=8_000)
-    box.append("newest", "match", b"c", now_ms=12_000)
+    put(box, "old", "match", b"a", now_ms=1_000)
+    put(box, "new", "match", b"b", now_ms=8_000)
+    put(box, "newest", "match", b"c", now_ms=12_000)
     assert [r.event_id for r in box.pending_after(0, 10)] == ["new", "newest"]
     assert box.stats(now_ms=12_000).dropped_expired == 1
 
@@ -78,7 +83,7 @@ def test_events_older_than_max_age_are_dropped_and_counted(tmp_path):
 def test_corrupt_file_is_moved_aside_and_recreated(tmp_path, caplog):
     path = tmp_path / "o.db"
     box = make(path)
-    box.append("id0", "match", b"x" * 100)
+    put(box, "id0", "match", b"x" * 100)
     box.close()
     data = bytearray(path.read_bytes())
     data[0:100] = b"garbage!" * 12 + b"junk"
@@ -88,33 +93,33 @@ def test_corrupt_file_is_moved_aside_and_recreated(tmp_path, caplog):
     assert fresh.moved_aside is not None and fresh.moved_aside.exists()
     assert fresh.moved_aside.name.startswith("o.db.corrupt-")
     assert fresh.stats().depth == 0
-    assert fresh.append("id1", "match", b"y") is not None
+    assert put(fresh, "id1", "match", b"y") is not None
     assert any("CORRUPT_FILE_MOVED_ASIDE" in r.getMessage() for r in caplog.records)
     sqlite3.connect(str(path)).execute("SELECT count(*) FROM events").fetchone()
 
 
 def test_sequence_numbers_are_never_reused_after_the_outbox_empties(tmp_path):
     box = make(tmp_path / "o.db")
-    first = box.append("a", "match", b"x")
+    first = put(box, "a", "match", b"x")
     box.delete([first])
-    second = box.append("b", "match", b"y")
+    second = put(box, "b", "match", b"y")
     assert second > first
     box.close()
     again = make(tmp_path / "o.db")
     again.delete([second])
-    assert again.append("c", "match", b"z") > second
+    assert put(again, "c", "match", b"z") > second
 
 
 def test_expiry_also_runs_without_new_events(tmp_path):
     box = make(tmp_path / "o.db", max_age_s=10)
-    box.append("old", "match", b"a", now_ms=1_000)
+    put(box, "old", "match", b"a", now_ms=1_000)
     box.expire(now_ms=20_000)
     assert box.stats(now_ms=20_000).depth == 0 and box.stats().dropped_expired == 1
 
 
 def test_a_batch_with_a_gap_deletes_only_the_acknowledged_rows(tmp_path):
     box = make(tmp_path / "o.db")
-    seqs = [box.append(f"id{i}", "match", b"x" * (i + 1), now_ms=1) for i in range(6)]
+    seqs = [put(box, f"id{i}", "match", b"x" * (i + 1), now_ms=1) for i in range(6)]
     # consecutive PUBACKs: one range delete
     assert box.delete(seqs[0:2]) == 2
     # not consecutive (seqs[3] is still unacknowledged): seqs[3] must stay
@@ -130,7 +135,7 @@ def test_checkpoint_copies_the_wal_and_keeps_it_from_growing(tmp_path):
 
     def write_and_ack(n: int, start: int) -> None:
         for i in range(start, start + n):
-            seq = box.append(f"id{i}", "match", b"p" * 600, now_ms=1)
+            seq = put(box, f"id{i}", "match", b"p" * 600, now_ms=1)
             box.delete([seq])
 
     write_and_ack(300, 0)
@@ -141,7 +146,7 @@ def test_checkpoint_copies_the_wal_and_keeps_it_from_growing(tmp_path):
     frames2, copied2 = box.checkpoint()
     assert copied2 == frames2
     assert wal.stat().st_size <= size_after_first * 1.1
-    seq = box.append("last", "match", b"z", now_ms=2)
+    seq = put(box, "last", "match", b"z", now_ms=2)
     box.close()
     again = make(path)
     assert [r.seq for r in again.pending_after(0, 10)] == [seq]
@@ -156,7 +161,7 @@ def test_the_checkpoint_thread_keeps_the_wal_below_sqlites_own_threshold(tmp_pat
     box = make(path, max_bytes=100_000_000)
     box.start_checkpoints()
     for i in range(20_000):                  # two to three pages a commit: about 50,000 pages
-        seq = box.append(f"id{i}", "match", b"p" * 300, now_ms=1)
+        seq = put(box, f"id{i}", "match", b"p" * 300, now_ms=1)
         if i % 20 == 19:
             box.delete(list(range(seq - 19, seq + 1)))
     wal_pages = (tmp_path / "o.db-wal").stat().st_size // (PAGE_SIZE + 24)   # the WAL never shrinks
@@ -199,7 +204,7 @@ def test_the_checkpoint_thread_outlives_an_unexpected_error(tmp_path, monkeypatc
     box = make(tmp_path / "o.db", max_bytes=100_000_000)
     box.start_checkpoints()
     for i in range(3 * CHECKPOINT_COMMITS):
-        box.append(f"id{i}", "match", b"p" * 100, now_ms=1)
+        put(box, f"id{i}", "match", b"p" * 100, now_ms=1)
     deadline = time.monotonic() + 10
     while box.checkpoints.checkpoints < 1 and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -226,11 +231,11 @@ from edgewave.agent.outbox import PAGE_SIZE, Outbox
 from edgewave.agent.outbox_checkpoint import AUTOCHECKPOINT_PAGES
 box = Outbox({str(tmp_path / "o.db")!r}, max_bytes=1000, max_age_s=3600)
 for i in range(10):
-    box.append(f"id{{i}}", "match", b"x" * 100)
+    box.append_batch([(f"id{{i}}", "match", b"x" * 100)], None)
 before = box.stats()
 resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
 try:
-    box.append("id10", "match", b"x" * 100)       # needs the oldest dropped first
+    box.append_batch([("id10", "match", b"x" * 100)], None)       # needs the oldest dropped first
     print("appended")
 except sqlite3.OperationalError as exc:
     print("refused:", exc)
@@ -254,7 +259,7 @@ def test_outbox_rows_age_by_real_time_while_stream_time_is_shifted(tmp_path, mon
     monkeypatch.setattr(CLOCK, "wall_offset_ms", -3_600_000)
     box = make(tmp_path / "o.db")
     before = clock.now_ms()
-    box.append("id1", "match", b"p")
+    put(box, "id1", "match", b"p")
     after = clock.now_ms()
     (row,) = box.pending_after(0, 10)
     assert before <= row.created_ms <= after

@@ -166,7 +166,8 @@ def test_a_config_change_starts_an_empty_journal(tmp_path, clock):
     with first._engine_lock:
         first.configs._swap_in(window_journal_compile(first, 2, cloud_doc))
         first.configs.store.record(2, "trig", cloud_doc)
-    first.writer.write((), None)
+        first.journal.follow(first.configs.applied, first.pipeline.engine)   # as after a config work item
+        first.writer.write((), None)
     assert journal_rows(first) == 0
     second = open_agent(tmp_path, version=2)
     assert second.counters["state_restored"] == 0 and second.counters["state_discarded"] == 0
@@ -379,5 +380,6 @@ def test_a_config_change_drops_the_waiting_rows_and_releases_their_acks(tmp_path
     with first._engine_lock:
         first.configs._swap_in(window_journal_compile(first, 2, cloud_doc))
         first.configs.store.record(2, "trig", cloud_doc)
+        first.journal.follow(first.configs.applied, first.pipeline.engine)
         first.writer.write((), None)
         assert list(first.writer.release(())) and journal_rows(first) == 0

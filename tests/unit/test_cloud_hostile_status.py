@@ -49,14 +49,14 @@ def real_status(tmp_path: Path, *, landed: str = "older_cloud", state: str = "on
         outbox=SimpleNamespace(stats=lambda: OutboxStats(depth=42, bytes=12_600, oldest_age_ms=5_300, dropped=3,
                                                          dropped_full=1, dropped_expired=2, refused=0)),
         unwritten=0, unwritten_bytes=0, acks_held=0)
-    reporter = StatusReporter(settings, counters, pipeline=SimpleNamespace(engine_counters={"entailed": 9,
-                                                                                           "triples_in": 99}),
-                              writer=writer)
-    reporter.uplink = SimpleNamespace(forwarded=500, bytes_forwarded=40_000, inflight=4, bad_landed_acks=0,
-                                      landed=_Landed(landed))
-    reporter.configs = SimpleNamespace(version=7, key_status=lambda: {
+    uplink = SimpleNamespace(forwarded=500, bytes_forwarded=40_000, inflight=4, bad_landed_acks=0,
+                             landed=_Landed(landed))
+    configs = SimpleNamespace(version=7, key_status=lambda: {
         "keyId": "0123456789abcdef", "nextKeyId": "fedcba9876543210", "switched": False,
         "overlapUntil": 1_767_600_120_000})
+    reporter = StatusReporter(settings, counters,
+                              pipeline=SimpleNamespace(engine_counters={"entailed": 9, "triples_in": 99}),
+                              configs=configs, writer=writer, uplink=uplink)
     return reporter.document(state)
 
 
