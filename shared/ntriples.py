@@ -36,6 +36,18 @@ surrogate pair (``\\uD83D\\uDE00``, as some Java tools write) is combined into o
 character, a lone escaped surrogate is an error; whitespace inside a literal term (between
 the string and ``@lang`` or ``^^``) is not accepted; ``parse`` skips a leading byte-order
 mark.
+
+The API, what other modules may rely on: ``parse_line(line, line_no=0) -> Triple | None``
+(None for blank and comment lines), ``parse_lines(lines, errors=None)``, ``parse(text,
+errors=None)``, ``serialize(triple) -> str`` (``"s p o ."``), ``NTriplesError(line, column,
+reason)``; ``quoted_parts(term) -> Triple``; ``literal_parts(term) -> (lexical, datatype |
+None, lang | None)``, the one way to split a literal (the FILTER evaluator uses it too):
+cached, ``ValueError`` for a term that is not a literal, and the datatype an IRI *term*
+(``<http://...#decimal>``) like every other term; ``make_iri``, ``make_literal(value,
+datatype=None, lang=None)``, ``make_blank``, ``make_quoted``; ``is_iri``, ``is_literal``,
+``is_blank``, ``is_quoted``. Split a payload into lines with ``text.split("\\n")`` (or call
+``parse``), never ``str.splitlines()``: a canonical literal may hold a raw U+2028, U+0085 or
+form feed, which ``splitlines`` treats as line ends.
 """
 from __future__ import annotations
 
