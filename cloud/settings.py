@@ -19,8 +19,8 @@ from edgewave.shared.events import EventLimits
 from edgewave.shared.settings import SettingsError, bind, load_yaml, setting
 
 __all__ = ["BrokerSettings", "CloudSettings", "DashboardSettings", "FleetSettings", "GatewaySettings",
-           "IngestSettings", "LiveFeedSettings", "PushSettings", "SettingsError", "SparkSettings", "TlsSettings",
-           "load_settings"]
+           "IngestSettings", "LiveFeedSettings", "NotificationRule", "NotificationSettings", "NotificationTarget",
+           "PushSettings", "SettingsError", "SparkSettings", "TlsSettings", "load_settings"]
 
 
 @dataclass
@@ -147,6 +147,7 @@ class DashboardSettings:
     state_db: str | None = None        # the dashboard's own SQLite (alarms); default: dashboard.db beside the database
     alarm_keys: dict[str, Any] = field(default_factory=dict)   # pattern -> the variables that tell its alarms apart
     metrics_token_file: str | None = None   # a bearer token for /metrics scrapers; None: a session is needed
+    public_url: str | None = None      # how people reach the dashboard (links in notifications); default http://host:port
 
     def __post_init__(self) -> None:
         self.users = {str(name): entry for name, entry in (self.users or {}).items()}
@@ -174,6 +175,112 @@ class DashboardSettings:
                 raise SettingsError(f"dashboard.alarm_keys.{pattern} must be a list of variable names "
                                     f"(without '?'), e.g. [room]; [] for one alarm per gateway and pattern")
         self.alarm_keys = {str(p): [v.lstrip("?$") for v in vs] for p, vs in (self.alarm_keys or {}).items()}
+        if self.public_url is not None and not re.fullmatch(r"https?://[^\s/]+(/\S*)?", self.public_url):
+            raise SettingsError(f"dashboard.public_url must be an http:// or https:// URL, got {self.public_url!r}")
+
+    @property
+    def base_url(self) -> str:
+        """Where an alarm link in a notification points: ``public_url``, else the listen address."""
+        if self.public_url:
+            return self.public_url.rstrip("/")
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+
+TARGET_KINDS = ("email", "webhook", "mqtt")
+SMTP_TLS = ("starttls", "implicit", "none")
+
+
+@dataclass
+class NotificationTarget:
+    """Where a notification goes: an inbox (SMTP), a URL (signed JSON POST) or a topic on the cloud broker.
+
+    Secrets are named by file (``password_file``, ``secret_file``), read when the dashboard starts, so
+    cloud.yaml can be shown and versioned without them."""
+
+    kind: str = setting("email", choices=TARGET_KINDS)
+    # email
+    host: str | None = None
+    port: int | None = None            # default 587 (starttls), 465 (implicit), 25 (none)
+    tls: str = setting("starttls", choices=SMTP_TLS, why="plain SMTP only when said explicitly, for a local relay")
+    ca_file: str | None = None         # CA certificates the SMTP server is verified with (default: the system's)
+    user: str | None = None
+    password_file: str | None = None
+    sender: str | None = None          # the From: address
+    to: list[str] = field(default_factory=list)
+    # webhook
+    url: str | None = None
+    secret_file: str | None = None     # the HMAC-SHA256 key the body is signed with
+    # mqtt
+    topic: str | None = None
+    qos: int = setting(1, choices=(0, 1, 2))
+    # every kind
+    timeout_s: float = setting(10.0, minimum=0.1, maximum=300)
+    max_attempts: int = setting(5, minimum=1, maximum=100)
+    retry_initial_s: float = setting(2.0, minimum=0.01)
+    retry_max_s: float = setting(300.0, minimum=0.01)
+
+    def check(self, name: str) -> None:
+        where = f"notifications.targets.{name}"
+        needed = {"email": ("host", "sender", "to"), "webhook": ("url", "secret_file"), "mqtt": ("topic",)}[self.kind]
+        missing = [key for key in needed if not getattr(self, key)]
+        if missing:
+            raise SettingsError(f"a {self.kind} target needs {', '.join(missing)}", key=where)
+        if self.kind == "email":
+            if self.tls == "none" and (self.user or self.password_file):
+                raise SettingsError("tls: none sends in plain text: no user or password over it (a local relay "
+                                    "that needs no login only)", key=where)
+            if bool(self.user) != bool(self.password_file):
+                raise SettingsError("user and password_file go together", key=where)
+        if self.kind == "webhook" and not re.fullmatch(r"https?://\S+", self.url or ""):
+            raise SettingsError(f"url must be an http:// or https:// URL, got {self.url!r}", key=where)
+        if self.kind == "mqtt" and any(c in (self.topic or "") for c in "+#"):
+            raise SettingsError("topic must be a topic name, without wildcards", key=where)
+
+    @property
+    def smtp_port(self) -> int:
+        return self.port or {"starttls": 587, "implicit": 465, "none": 25}[self.tls]
+
+
+@dataclass
+class NotificationRule:
+    """Which alarms notify which targets. An empty list selects every gateway, pattern or severity."""
+
+    name: str = "rule"
+    gateways: list[str] = field(default_factory=list)
+    patterns: list[str] = field(default_factory=list)
+    severities: list[str] = field(default_factory=list)
+    targets: list[str] = field(default_factory=list)
+    remind_after_s: float | None = setting(None, minimum=1)   # again, once, if still unacknowledged
+
+
+@dataclass
+class NotificationSettings:
+    """Alarms sent to people who are not looking at the dashboard (cloud/dashboard/notify.py)."""
+
+    targets: dict[str, NotificationTarget] = field(default_factory=dict)
+    rules: list[NotificationRule] = field(default_factory=list)
+    severity: dict[str, str] = field(default_factory=dict)   # pattern -> severity; a pattern not listed: "alarm"
+    max_per_key: int = setting(3, minimum=1)                 # messages per alarm key and target ...
+    per_key_window_s: float = setting(3600.0, minimum=1)     # ... within this long; the rest is suppressed
+    keep_days: float = setting(30.0, minimum=1)              # delivered and failed notifications kept this long
+
+    def __post_init__(self) -> None:
+        for name, target in self.targets.items():
+            target.check(name)
+        names = [rule.name for rule in self.rules]
+        for i, rule in enumerate(self.rules):
+            if names.count(rule.name) > 1:
+                raise SettingsError(f"rule name {rule.name!r} is used twice", key=f"notifications.rules[{i}].name")
+            if not rule.targets:
+                raise SettingsError("a rule needs at least one target", key=f"notifications.rules[{i}].targets")
+            unknown = [t for t in rule.targets if t not in self.targets]
+            if unknown:
+                raise SettingsError(f"no target {', '.join(map(repr, unknown))} in notifications.targets",
+                                    key=f"notifications.rules[{i}].targets")
+
+    def severity_of(self, pattern: str) -> str:
+        return self.severity.get(pattern, "alarm")
 
 
 @dataclass
@@ -188,6 +295,7 @@ class CloudSettings:
     gateways: dict[str, GatewaySettings] = field(default_factory=dict)
     dashboard: DashboardSettings = field(default_factory=DashboardSettings)
     fleet: FleetSettings = field(default_factory=FleetSettings)
+    notifications: NotificationSettings = field(default_factory=NotificationSettings)
 
     @property
     def live_feed_path(self) -> Path:

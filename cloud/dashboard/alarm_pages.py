@@ -131,8 +131,9 @@ def _alarm(request: Request) -> Alarm:
 def alarm_page(request: Request, error: str | None = None, status_code: int = 200) -> Response:
     alarm = _alarm(request)
     evidence = [evidence_of(item) for item in store(request).evidence(alarm.id)]
-    return render(request, "alarm.html", {"nav": "alarms", "a": alarm, "evidence": evidence, "error": error},
-                  status_code)
+    notifications = request.app.state.notifier.for_alarm(alarm.id)
+    return render(request, "alarm.html", {"nav": "alarms", "a": alarm, "evidence": evidence, "error": error,
+                                          "notifications": notifications}, status_code)
 
 
 def match_page(request: Request) -> Response:

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from edgewave.shared import clock
 from edgewave.shared.sqlite_files import open_read_write
@@ -134,9 +135,13 @@ def match_time(item: dict[str, Any]) -> int:
 class AlarmStore:
     """The dashboard's alarm state (one connection, serialised by a lock: the follower and requests share it)."""
 
-    def __init__(self, path: str | Path, alarm_keys: dict[str, list[str]] | None = None) -> None:
+    def __init__(self, path: str | Path, alarm_keys: dict[str, list[str]] | None = None,
+                 on_open: Callable[[sqlite3.Connection, int], None] | None = None) -> None:
+        """``on_open(conn, alarm_id)`` is called for each alarm opened, inside the transaction that opens it
+        (the notifications queue theirs there, so an alarm and its notifications commit together)."""
         self.path = Path(path)
         self.alarm_keys = dict(alarm_keys or {})
+        self.on_open = on_open
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self.conn = open_read_write(self.path, synchronous="NORMAL", busy_timeout_s=10.0)
@@ -221,7 +226,22 @@ class AlarmStore:
             conn.execute("DELETE FROM alarm_matches WHERE alarm_id = ? AND seq < (SELECT seq FROM alarm_matches "
                          "WHERE alarm_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)",
                          (alarm_id, alarm_id, EVIDENCE_PER_ALARM - 1))
+        if count == 1 and self.on_open is not None:
+            self._opened(alarm_id)
         return alarm_id
+
+    def _opened(self, alarm_id: int) -> None:
+        """Run ``on_open`` in a savepoint: if it fails, the alarm still opens (and the failure is logged),
+        since an alarm on the page matters more than a message about it."""
+        conn = self.conn
+        conn.execute("SAVEPOINT on_open")
+        try:
+            assert self.on_open is not None
+            self.on_open(conn, alarm_id)
+        except Exception as exc:
+            conn.execute("ROLLBACK TO on_open")
+            log.error("alarm on_open failed id=%d error=%r", alarm_id, str(exc))
+        conn.execute("RELEASE on_open")
 
     def acknowledge(self, alarm_id: int, user: str, comment: str) -> Alarm:
         """An operator has seen an active alarm; the comment says what they are doing about it."""

@@ -48,6 +48,7 @@ from .auth import (OPERATOR, LoginLimiter, Users, client_address, csrf_ok, curre
                    resolve_user, start_session)
 from .follower import FeedFollower
 from .history import History
+from .notify import Notifier
 from .sessions import SessionStore
 from .bucketing import PRESETS_MS, RangeError, TimeRange, parse_range, series
 from .rendering import HERE, render
@@ -269,7 +270,7 @@ def api_overview(request: Request) -> Response:
 
 def metrics_page(request: Request) -> Response:
     with _reader(request).query() as q:
-        body = metrics.exposition(q, _gateways(request, q), request.app.state.alarms)
+        body = metrics.exposition(q, _gateways(request, q), request.app.state.alarms, request.app.state.notifier)
     return Response(body, media_type=metrics.CONTENT_TYPE)
 
 
@@ -427,13 +428,17 @@ async def busy_error(request: Request, exc: Exception) -> Response:
 
 @contextlib.asynccontextmanager
 async def _follow_the_feed(app: Starlette) -> AsyncIterator[None]:
-    """While the server runs, the follower folds the live feed into alarms (see follower.py)."""
+    """While the server runs, the follower folds the live feed into alarms (see follower.py) and the
+    notifier sends what their opening queued (notify.py)."""
+    app.state.notifier.start()
     app.state.follower.start()
     try:
         yield
     finally:
         app.state.follower.stop()
+        app.state.notifier.stop()
         app.state.alarms.close()
+        app.state.notifier.close()
         app.state.sessions.close()
 
 
@@ -502,7 +507,8 @@ def create_app(settings: CloudSettings, secret_key: str) -> Starlette:
     if ended:
         log.info("dashboard sessions ended=%d reason='user removed or password changed'", ended)
     app.state.live_streams = 0
-    app.state.alarms = AlarmStore(settings.dashboard_state_path, d.alarm_keys)
+    app.state.notifier = Notifier(settings, settings.dashboard_state_path)
+    app.state.alarms = AlarmStore(settings.dashboard_state_path, d.alarm_keys, on_open=app.state.notifier.on_open)
     app.state.history = History(settings.spark.history)
     app.state.follower = FeedFollower(settings.live_feed_path, app.state.alarms)
     app.state.metrics_token = _metrics_token(d.metrics_token_file)

@@ -10,7 +10,8 @@ Per gateway, from its last status: whether it is online by the dashboard's rules
 outbox (events waiting, age of the oldest), events dropped, the config version it applied,
 and its traffic counters. From the cloud's aggregates: matches per gateway and pattern,
 significant observations per gateway, the Spark job's committed batches, rows and rejected
-records per query and the time of its last commit, and the alarms by state.
+records per query and the time of its last commit, the alarms by state, and the notifications
+about them by target and state with their delivery attempts (from the dashboard's own state file).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from prometheus_client.registry import Collector
 
 from . import queries
 from .alarms import STATES, AlarmStore
+from .notify import NOTIFICATION_STATES, Notifier
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -101,6 +103,20 @@ def _alarm_family(alarms: AlarmStore) -> Metric:
     return family
 
 
+def _notification_families(notifier: Notifier) -> Iterator[Metric]:
+    states, attempts = notifier.counts()
+    messages = GaugeMetricFamily("edgewave_notifications", "Alarm notifications kept, by target and state "
+                                 "(pending, sent, failed, suppressed by the per-key limit).", labels=["target", "state"])
+    for target in sorted({t for t, _ in states} | set(notifier.config.targets)):
+        for state in NOTIFICATION_STATES:
+            messages.add_metric([target, state], states.get((target, state), 0))
+    tries = CounterMetricFamily("edgewave_notification_attempts", "Delivery attempts of alarm notifications.",
+                                labels=["target", "outcome"])
+    for (target, outcome), n in sorted(attempts.items()):
+        tries.add_metric([target, outcome], n)
+    yield from (messages, tries)
+
+
 class _Snapshot(Collector):
     """Families already read (one scrape's worth): the registry only renders them."""
 
@@ -111,8 +127,11 @@ class _Snapshot(Collector):
         return self.families
 
 
-def exposition(q: queries.Query, gateways: list[queries.GatewayRow], alarms: AlarmStore) -> bytes:
+def exposition(q: queries.Query, gateways: list[queries.GatewayRow], alarms: AlarmStore,
+               notifier: Notifier | None = None) -> bytes:
     """The whole scrape, in the text exposition format."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Snapshot([*_gateway_families(gateways), *_aggregate_families(q), _alarm_family(alarms)]))
+    notifications = _notification_families(notifier) if notifier is not None else ()
+    registry.register(_Snapshot([*_gateway_families(gateways), *_aggregate_families(q), _alarm_family(alarms),
+                                 *notifications]))
     return generate_latest(registry)
