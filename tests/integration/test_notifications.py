@@ -4,19 +4,12 @@ self-signed certificate trusted through ``ca_file``), a webhook receiver that an
 that never answers, and a port nobody listens on."""
 from __future__ import annotations
 
-import datetime as dt
-import email
-import email.policy
 import hashlib
 import hmac
-import ipaddress
 import json
 import re
 import socket
-import ssl
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -24,6 +17,7 @@ import yaml
 
 from cloud_harness import CloudProcess, landing_record, wait_for
 from dashboard_data import HttpSession, free_port, wait_until_serving, write_dashboard_config
+from notify_servers import self_signed, start_hook, start_smtp, tls_server_context
 from edgewave.cloud.live_feed import LiveFeedWriter
 from edgewave.shared.events import match_event
 
@@ -42,84 +36,22 @@ def fire(room: str, n: int, gateway: str = "gw1") -> dict:
                        t + 10)
 
 
-def self_signed(tmp: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 signed by its own key: the test trusts exactly it (``ca_file``)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test SMTP server")])
-    now = dt.datetime.now(dt.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + dt.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                           critical=False)
-            .sign(key, hashes.SHA256()))
-    cert_path, key_path = tmp / "smtp.crt", tmp / "smtp.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-    return cert_path, key_path
-
-
-class Mailbox:
-    """aiosmtpd's handler: keeps each message it is given, parsed."""
-
-    def __init__(self) -> None:
-        self.messages: list[email.message.EmailMessage] = []
-        self.tls: list[bool] = []
-
-    async def handle_DATA(self, server, session, envelope) -> str:
-        self.messages.append(email.message_from_bytes(envelope.content, policy=email.policy.default))
-        self.tls.append(session.ssl is not None)
-        return "250 OK"
-
-
 @pytest.fixture
 def smtp_server(tmp_path):
-    from aiosmtpd.controller import Controller
     from aiosmtpd.smtp import AuthResult, LoginPassword
 
     cert, key = self_signed(tmp_path)
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(cert, key)
 
     def authenticator(server, session, envelope, mechanism, auth_data):
         ok = isinstance(auth_data, LoginPassword) and (auth_data.login, auth_data.password) == (
             SMTP_USER.encode(), SMTP_PASSWORD.encode())
         return AuthResult(success=ok)
 
-    mailbox = Mailbox()
-    controller = Controller(mailbox, hostname="127.0.0.1", port=free_port(), tls_context=context,
-                            require_starttls=True, authenticator=authenticator, auth_required=True)
-    controller.start()
-    controller.mailbox, controller.ca = mailbox, cert
+    controller = start_smtp(free_port(), tls_context=tls_server_context(cert, key), require_starttls=True,
+                            authenticator=authenticator, auth_required=True)
+    controller.mailbox, controller.ca = controller.handler, cert
     yield controller
     controller.stop()
-
-
-class Hook(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        self.server.got.append((time.monotonic(), dict(self.headers), body))
-        status = self.server.statuses.pop(0) if self.server.statuses else 200
-        self.send_response(status)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args) -> None:
-        pass
-
-
-def start_hook(port: int = 0, statuses: list[int] | None = None) -> ThreadingHTTPServer:
-    server = ThreadingHTTPServer(("127.0.0.1", port), Hook)
-    server.got, server.statuses = [], list(statuses or [])
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
 
 
 @pytest.fixture

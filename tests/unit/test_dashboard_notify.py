@@ -17,6 +17,8 @@ from edgewave.cloud.live_feed import LiveFeedWriter
 from edgewave.cloud.settings import CloudSettings, NotificationTarget, SettingsError
 from edgewave.shared.settings import bind
 
+from dashboard_data import free_port
+from notify_servers import self_signed, start_smtp, tls_server_context
 from test_dashboard_alarms import fire, write
 
 
@@ -118,8 +120,6 @@ def test_a_4xx_is_not_retried_and_attempts_are_bounded(tmp_path, feed, hook):
 
 
 def test_a_dead_port_is_retried_with_exponential_back_off(tmp_path, feed):
-    from dashboard_data import free_port
-
     notifier, store, follower = rig(tmp_path, {
         "targets": {"dead": {"kind": "webhook", "url": f"http://127.0.0.1:{free_port()}/", "timeout_s": 2}},
         "rules": [{"name": "r", "targets": ["dead"]}]})
@@ -221,3 +221,82 @@ def test_rules_must_name_known_targets_and_the_defaults_send_nothing(tmp_path):
     assert CloudSettings().dashboard.base_url == "http://127.0.0.1:8090"
     with pytest.raises(SettingsError, match="public_url"):
         settings_for(tmp_path, {}, public_url="dash.example.org")
+
+
+def test_an_mqtt_target_publishes_the_json_on_the_cloud_broker(tmp_path, feed, mqtt_broker):
+    import paho.mqtt.client as mqtt
+    from paho.mqtt.enums import CallbackAPIVersion
+
+    got, subscribed = [], threading.Event()
+    listener = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5)
+    listener.on_connect = lambda c, u, f, rc, p: c.subscribe("site/alarms", qos=1)
+    listener.on_subscribe = lambda *a: subscribed.set()
+    listener.on_message = lambda c, u, m: got.append(m.payload)
+    listener.connect(mqtt_broker.host, mqtt_broker.port)
+    listener.loop_start()
+    try:
+        assert subscribed.wait(10)
+        settings = bind(CloudSettings, {
+            "database": str(tmp_path / "cloud.db"), "broker": {"host": mqtt_broker.host, "port": mqtt_broker.port},
+            "notifications": {"targets": {"room": {"kind": "mqtt", "topic": "site/alarms"}},
+                              "rules": [{"name": "r", "targets": ["room"]}]}})
+        notifier = Notifier(settings, tmp_path / "dashboard.db")
+        store = AlarmStore(tmp_path / "dashboard.db", on_open=notifier.on_open)
+        write(feed, fire("room7", 1))
+        FeedFollower(tmp_path / "live.db", store).step()
+        assert notifier.deliver_one("room")
+        deadline = time.monotonic() + 5
+        while not got and time.monotonic() < deadline:
+            time.sleep(0.05)
+        [payload] = got
+        body = json.loads(payload)
+        assert body["alarm"]["key"] == [{"variable": "room", "value": "<http://example.org/room7>"}]
+        assert body["url"] == f"http://127.0.0.1:8090/alarms/{store.list()[0].id}"
+        assert [n.state for n in notifier.for_alarm(store.list()[0].id)] == [SENT]
+    finally:
+        listener.loop_stop()
+        listener.disconnect()
+
+
+def _mail_rig(tmp_path, feed, port: int, **target):
+    notifier, store, follower = rig(tmp_path, {
+        "targets": {"mail": {"kind": "email", "host": "127.0.0.1", "port": port, "sender": "ew@example.org",
+                             "to": ["ops@example.org"], **target}},
+        "rules": [{"name": "r", "targets": ["mail"]}]})
+    write(feed, fire("room1", 1))
+    follower.step()
+    assert notifier.deliver_one("mail")
+    return notifier.for_alarm(store.list()[0].id)
+
+
+def test_smtp_without_starttls_is_refused_rather_than_sent_in_plain_text(tmp_path, feed):
+    port = free_port()
+    server = start_smtp(port)
+    try:
+        [n] = _mail_rig(tmp_path, feed, port, tls="starttls")
+        assert n.state == FAILED and "STARTTLS" in n.last_error and server.handler.messages == []
+    finally:
+        server.stop()
+
+
+def test_smtp_with_implicit_tls_verifies_the_server_and_delivers(tmp_path, feed):
+    cert, key = self_signed(tmp_path)
+    port = free_port()
+    server = start_smtp(port, ssl_context=tls_server_context(cert, key))
+    try:
+        [n] = _mail_rig(tmp_path, feed, port, tls="implicit", ca_file=str(cert))
+        assert n.state == SENT and len(server.handler.messages) == 1
+        assert "Acknowledge it on the dashboard: https://dash.example.org/alarms/1" in server.handler.messages[0].get_content()
+    finally:
+        server.stop()
+
+
+def test_an_smtp_certificate_nobody_trusts_fails_the_message_at_once(tmp_path, feed):
+    cert, key = self_signed(tmp_path)
+    port = free_port()
+    server = start_smtp(port, tls_context=tls_server_context(cert, key), require_starttls=True)
+    try:
+        [n] = _mail_rig(tmp_path, feed, port, tls="starttls")      # no ca_file: the system's CAs
+        assert n.state == FAILED and "certificate" in n.last_error and server.handler.messages == []
+    finally:
+        server.stop()
