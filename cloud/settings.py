@@ -203,7 +203,7 @@ class NotificationTarget:
     host: str | None = None
     port: int | None = None            # default 587 (starttls), 465 (implicit), 25 (none)
     tls: str = setting("starttls", choices=SMTP_TLS, why="plain SMTP only when said explicitly, for a local relay")
-    ca_file: str | None = None         # CA certificates the SMTP server is verified with (default: the system's)
+    ca_file: str | None = None         # CAs the SMTP or https server is verified with (default: the system's)
     user: str | None = None
     password_file: str | None = None
     sender: str | None = None          # the From: address

@@ -191,10 +191,12 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 
 
 def send_webhook(target: NotificationTarget, secret: str, body: bytes, delivery_id: int) -> None:
+    """POST the body as it is stored; ``X-Edgewave-Delivery`` stays the same across retries, so a receiver
+    that got an attempt whose answer was lost can drop the repeat."""
     request = urllib.request.Request(target.url or "", data=body, method="POST", headers={
         "Content-Type": "application/json", "User-Agent": "edgewave-dashboard",
         SIGNATURE_HEADER: signature(secret, body), "X-Edgewave-Delivery": str(delivery_id)})
-    opener = urllib.request.build_opener(_NoRedirect())
+    opener = urllib.request.build_opener(_NoRedirect(), urllib.request.HTTPSHandler(context=_tls_context(target)))
     try:
         with opener.open(request, timeout=target.timeout_s) as response:
             response.read(65536)
@@ -202,7 +204,8 @@ def send_webhook(target: NotificationTarget, secret: str, body: bytes, delivery_
         raise DeliveryError(f"HTTP {exc.code}", retry=exc.code >= 500 or exc.code in (408, 429)) from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise DeliveryError(f"{type(reason).__name__}: {reason}", retry=True) from None
+        raise DeliveryError(f"{type(reason).__name__}: {reason}",
+                            retry=not isinstance(reason, ssl.SSLCertVerificationError)) from None
 
 
 def _tls_context(target: NotificationTarget) -> ssl.SSLContext:
@@ -210,6 +213,9 @@ def _tls_context(target: NotificationTarget) -> ssl.SSLContext:
 
 
 def send_email(target: NotificationTarget, password: str | None, body: bytes) -> None:
+    """One SMTP session per message. With ``tls: starttls`` a server that does not offer STARTTLS is an
+    error, never a reason to go on in plain text (that would hand the login and the alarm to anyone on
+    the path)."""
     content = json.loads(body)
     mail = EmailMessage()
     mail["Subject"] = content["subject"]
@@ -248,6 +254,8 @@ def send_email(target: NotificationTarget, password: str | None, body: bytes) ->
 
 
 def send_mqtt(target: NotificationTarget, settings: CloudSettings, body: bytes) -> None:
+    """A connection per message, with the cloud's broker settings: alarms are rare, and a connection kept
+    open would need its own reconnect logic for what a fresh one per attempt gets for free."""
     from edgewave.shared.mqtt_client import new_client
 
     connected = threading.Event()
@@ -298,6 +306,18 @@ class Notifier:
         self._stop = threading.Event()
         self._wake = {name: threading.Event() for name in self.config.targets}
         self._threads: list[threading.Thread] = []
+        self._orphans()
+
+    def _orphans(self) -> None:
+        """Messages queued for a target since removed from cloud.yaml would wait for ever: fail them, visibly."""
+        known = list(self.config.targets)
+        with self._lock:
+            gone = self.conn.execute(
+                f"UPDATE notifications SET state = ?, done_ms = ?, last_error = ? WHERE state = ? "
+                f"AND target NOT IN ({', '.join('?' * len(known))})",
+                (FAILED, clock.now_ms(), "the target is no longer in notifications.targets", PENDING, *known)).rowcount
+        if gone:
+            log.warning("notification failed messages=%d reason='their target is no longer configured'", gone)
 
     def _read_secrets(self) -> dict[str, str | None]:
         """Every target's secret, at start: a missing file stops the dashboard, not the first alarm."""

@@ -300,3 +300,35 @@ def test_an_smtp_certificate_nobody_trusts_fails_the_message_at_once(tmp_path, f
         assert n.state == FAILED and "certificate" in n.last_error and server.handler.messages == []
     finally:
         server.stop()
+
+
+def test_an_https_webhook_is_verified_with_ca_file(tmp_path, feed, hook):
+    import ssl
+
+    cert, key = self_signed(tmp_path)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    hook.socket = context.wrap_socket(hook.socket, server_side=True)
+    url = f"https://127.0.0.1:{hook.server_address[1]}/hook"
+    notifier, store, follower = rig(tmp_path, {
+        "targets": {"trusting": {"kind": "webhook", "url": url, "ca_file": str(cert)},
+                    "default": {"kind": "webhook", "url": url}},
+        "rules": [{"name": "r", "targets": ["trusting", "default"]}]})
+    write(feed, fire("room1", 1))
+    follower.step()
+    assert notifier.deliver_one("trusting") and notifier.deliver_one("default")
+    states = {n.target: (n.state, n.last_error or "") for n in notifier.for_alarm(store.list()[0].id)}
+    assert states["trusting"] == (SENT, "") and len(hook.got) == 1
+    assert states["default"][0] == FAILED and "CERTIFICATE_VERIFY_FAILED" in states["default"][1]   # not retried
+
+
+def test_messages_for_a_target_removed_from_the_settings_fail_visibly(tmp_path, feed):
+    notifier, store, follower = rig(tmp_path, {
+        "targets": {"old": {"kind": "webhook", "url": "http://127.0.0.1:9/"}},
+        "rules": [{"name": "r", "targets": ["old"]}]})
+    write(feed, fire("room1", 1))
+    follower.step()
+    notifier.close()
+    again = Notifier(settings_for(tmp_path, {}), tmp_path / "dashboard.db")
+    [n] = again.for_alarm(store.list()[0].id)
+    assert n.state == FAILED and "no longer" in n.last_error
