@@ -18,7 +18,8 @@ What each user gets (nothing else; the default is deny):
   plugin has no ``%u`` substitution), named ``edgewave-gateway-<gw>``.
 - the cloud's services (``fleet.cloud_user``: ingest, push-config, the dashboard): any
   client id; receive every gateway's events (also through a shared subscription), status
-  and config acks; publish config documents and landed acknowledgements.
+  and config acks; publish config documents and landed acknowledgements, and the dashboard's
+  alarm notifications under ``edgewave/alarms/`` (outside ``ew/``, where a topic is a gateway's).
 - the fleet's administrator (``fleet.admin_user``): the plugin's control topic only, which
   ``gateway add/remove`` and ``broker-init`` use to change the running broker.
 
@@ -70,7 +71,7 @@ def gateway_acls(gateway: str) -> list[dict[str, Any]]:
 CLOUD_ACLS = ([_acl("subscribePattern", t) for t in ("ew/+/events", "ew/+/status", "ew/+/config/ack",
                                                       "$share/+/ew/+/events")]
               + [_acl("publishClientReceive", t) for t in ("ew/+/events", "ew/+/status", "ew/+/config/ack")]
-              + [_acl("publishClientSend", t) for t in ("ew/+/config", "ew/+/events/landed")])
+              + [_acl("publishClientSend", t) for t in ("ew/+/config", "ew/+/events/landed", "edgewave/alarms/#")])
 
 ADMIN_ACLS = [_acl("publishClientSend", CONTROL_TOPIC), _acl("subscribeLiteral", CONTROL_TOPIC + "/response"),
               _acl("publishClientReceive", CONTROL_TOPIC + "/response")]

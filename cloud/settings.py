@@ -211,8 +211,8 @@ class NotificationTarget:
     # webhook
     url: str | None = None
     secret_file: str | None = None     # the HMAC-SHA256 key the body is signed with
-    # mqtt
-    topic: str | None = None
+    # mqtt: the cloud's broker user may publish under edgewave/alarms/ on a broker broker-init set up
+    topic: str = "edgewave/alarms"
     qos: int = setting(1, choices=(0, 1, 2))
     # every kind
     timeout_s: float = setting(10.0, minimum=0.1, maximum=300)
@@ -223,6 +223,9 @@ class NotificationTarget:
     def check(self, name: str) -> None:
         where = f"notifications.targets.{name}"
         needed = {"email": ("host", "sender", "to"), "webhook": ("url", "secret_file"), "mqtt": ("topic",)}[self.kind]
+        if self.kind == "mqtt" and self.topic.startswith("ew/"):
+            raise SettingsError("topic must not be under ew/: those are the gateways' topics (ingest would read "
+                                "a notification on ew/<name>/events as a gateway's event)", key=where)
         missing = [key for key in needed if not getattr(self, key)]
         if missing:
             raise SettingsError(f"a {self.kind} target needs {', '.join(missing)}", key=where)
@@ -234,7 +237,7 @@ class NotificationTarget:
                 raise SettingsError("user and password_file go together", key=where)
         if self.kind == "webhook" and not re.fullmatch(r"https?://\S+", self.url or ""):
             raise SettingsError(f"url must be an http:// or https:// URL, got {self.url!r}", key=where)
-        if self.kind == "mqtt" and any(c in (self.topic or "") for c in "+#"):
+        if self.kind == "mqtt" and any(c in self.topic for c in "+#"):
             raise SettingsError("topic must be a topic name, without wildcards", key=where)
 
     @property

@@ -260,6 +260,7 @@ def send_mqtt(target: NotificationTarget, settings: CloudSettings, body: bytes) 
 
     connected = threading.Event()
     result: list[Any] = []
+    acked: list[Any] = []
 
     def on_connect(client: Any, userdata: Any, flags: Any, reason_code: Any, properties: Any) -> None:
         result.append(reason_code)
@@ -267,6 +268,7 @@ def send_mqtt(target: NotificationTarget, settings: CloudSettings, body: bytes) 
 
     client = new_client(settings.broker, f"edgewave-cloud-notify-{uuid.uuid4().hex[:12]}")
     client.on_connect = on_connect
+    client.on_publish = lambda c, u, mid, reason_code, properties: acked.append(reason_code)
     client.connect_timeout = target.timeout_s
     try:
         client.connect(settings.broker.host, settings.broker.port, keepalive=settings.broker.keepalive_s)
@@ -278,10 +280,12 @@ def send_mqtt(target: NotificationTarget, settings: CloudSettings, body: bytes) 
             raise DeliveryError("the broker did not answer the connection", retry=True)
         if result[0].is_failure:
             raise DeliveryError(f"the broker refused the connection: {result[0]}", retry=True)
-        info = client.publish(target.topic or "", body, qos=target.qos)
+        info = client.publish(target.topic, body, qos=target.qos)
         info.wait_for_publish(target.timeout_s)
         if not info.is_published():
             raise DeliveryError("the broker did not acknowledge the message", retry=True)
+        if acked and getattr(acked[0], "is_failure", False):      # MQTT 5: e.g. 0x87, not authorised
+            raise DeliveryError(f"the broker refused the message on {target.topic}: {acked[0]}", retry=False)
     except (OSError, RuntimeError, ValueError) as exc:
         raise DeliveryError(f"{type(exc).__name__}: {exc}", retry=True) from None
     finally:

@@ -210,3 +210,37 @@ def test_a_queued_notification_survives_a_restart_of_the_dashboard(tmp_path):
     finally:
         feed.close()
         assert dashboard.stop(timeout=30) == 0, dashboard.log()[-3000:]
+
+
+def test_the_cloud_role_of_a_provisioned_broker_lets_mqtt_notifications_through_under_edgewave_alarms(tmp_path):
+    """broker-init's role for the cloud's user allows edgewave/alarms/...; another topic is refused by the
+    broker (MQTT 5 reason code), and the message fails at once instead of being retried."""
+    from fleet_rig import running_fleet
+
+    from edgewave.cloud.dashboard.alarms import AlarmStore
+    from edgewave.cloud.dashboard.follower import FeedFollower
+    from edgewave.cloud.dashboard.notify import FAILED, SENT, Notifier
+    from edgewave.cloud.settings import load_settings
+
+    with running_fleet(tmp_path / "cloud", ()) as rig:
+        cfg = yaml.safe_load(rig.config.read_text())
+        cfg["notifications"] = {
+            "targets": {"room": {"kind": "mqtt", "topic": "edgewave/alarms/building7"},
+                        "elsewhere": {"kind": "mqtt", "topic": "site/alarms", "max_attempts": 5}},
+            "rules": [{"name": "all", "targets": ["room", "elsewhere"]}]}
+        rig.config.write_text(yaml.safe_dump(cfg))
+        settings = load_settings(rig.config)
+        state = tmp_path / "dashboard.db"
+        notifier = Notifier(settings, state)
+        store = AlarmStore(state, on_open=notifier.on_open)
+        feed = LiveFeedWriter(tmp_path / "live.db", max_rows=100)
+        feed.append([landing_record(fire("room1", 1), int(time.time() * 1000))])
+        FeedFollower(tmp_path / "live.db", store).step()
+        assert notifier.deliver_one("room") and notifier.deliver_one("elsewhere")
+        got = {n.target: n for n in notifier.for_alarm(store.list()[0].id)}
+        assert got["room"].state == SENT
+        assert got["elsewhere"].state == FAILED and got["elsewhere"].attempts == 1
+        assert "refused" in got["elsewhere"].last_error and "authori" in got["elsewhere"].last_error.lower()
+        feed.close()
+        store.close()
+        notifier.close()

@@ -206,6 +206,7 @@ def test_a_notifier_that_fails_does_not_keep_the_alarm_from_opening(tmp_path, fe
     ({"kind": "webhook", "url": "ftp://x/", "secret_file": "s"}, "http:// or https://"),
     ({"kind": "webhook", "url": "https://x/"}, "needs secret_file"),
     ({"kind": "mqtt", "topic": "alerts/#"}, "wildcards"),
+    ({"kind": "mqtt", "topic": "ew/alarms/events"}, "gateways' topics"),
     ({"kind": "pager"}, "expected one of"),
 ])
 def test_targets_that_cannot_work_are_refused_at_start(tmp_path, target, error):
@@ -229,7 +230,7 @@ def test_an_mqtt_target_publishes_the_json_on_the_cloud_broker(tmp_path, feed, m
 
     got, subscribed = [], threading.Event()
     listener = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5)
-    listener.on_connect = lambda c, u, f, rc, p: c.subscribe("site/alarms", qos=1)
+    listener.on_connect = lambda c, u, f, rc, p: c.subscribe("edgewave/alarms", qos=1)
     listener.on_subscribe = lambda *a: subscribed.set()
     listener.on_message = lambda c, u, m: got.append(m.payload)
     listener.connect(mqtt_broker.host, mqtt_broker.port)
@@ -238,7 +239,7 @@ def test_an_mqtt_target_publishes_the_json_on_the_cloud_broker(tmp_path, feed, m
         assert subscribed.wait(10)
         settings = bind(CloudSettings, {
             "database": str(tmp_path / "cloud.db"), "broker": {"host": mqtt_broker.host, "port": mqtt_broker.port},
-            "notifications": {"targets": {"room": {"kind": "mqtt", "topic": "site/alarms"}},
+            "notifications": {"targets": {"room": {"kind": "mqtt"}},
                               "rules": [{"name": "r", "targets": ["room"]}]}})
         notifier = Notifier(settings, tmp_path / "dashboard.db")
         store = AlarmStore(tmp_path / "dashboard.db", on_open=notifier.on_open)
