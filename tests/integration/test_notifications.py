@@ -180,13 +180,13 @@ def test_an_alarm_reaches_mail_and_webhook_while_a_dead_target_delays_nothing(tm
     assert "Traceback" not in dashboard.log()
 
 
-def test_a_queued_notification_survives_a_restart_of_the_dashboard(tmp_path):
+def test_a_queued_notification_survives_a_restart_of_the_dashboard_and_a_reminder_follows(tmp_path):
     hook_port, port = free_port(), free_port()
     config = dashboard_config(tmp_path, port, {
         "targets": {"tickets": {"kind": "webhook", "url": f"http://127.0.0.1:{hook_port}/in",
                                 "secret_file": secret(tmp_path, "hook.secret", HOOK_KEY), "max_attempts": 50,
                                 "retry_initial_s": 0.2, "retry_max_s": 0.5}},
-        "rules": [{"name": "all", "targets": ["tickets"]}],
+        "rules": [{"name": "all", "targets": ["tickets"], "remind_after_s": 2}],
     })
     feed = LiveFeedWriter(tmp_path / "live.db", max_rows=1000)
     dashboard = CloudProcess(["dashboard", "--config", str(config)], tmp_path / "dashboard.log")
@@ -199,11 +199,16 @@ def test_a_queued_notification_survives_a_restart_of_the_dashboard(tmp_path):
         try:
             dashboard = CloudProcess(["dashboard", "--config", str(config)], tmp_path / "dashboard2.log")
             wait_until_serving(port, dashboard)
-            wait_for(lambda: hook.got, 10, "the queued message", alive=dashboard)
+            # The message queued before the restart, and the reminder: nobody acknowledged the alarm.
+            wait_for(lambda: len(hook.got) >= 2, 15, "the queued message and the reminder", alive=dashboard)
             time.sleep(1)
-            assert len(hook.got) == 1
-            assert json.loads(hook.got[0][2])["alarm"]["key"] == [{"variable": "room", "value": f"<{EX}room1>"}]
-            assert "notification sent alarm=1 target=tickets" in dashboard.log()
+            sent = [json.loads(body) for _, _, body in hook.got]
+            assert sorted(m["event"] for m in sent) == ["alarm.opened", "alarm.reminder"]
+            assert all(m["alarm"]["key"] == [{"variable": "room", "value": f"<{EX}room1>"}] for m in sent)
+            reminder = next(m for m in sent if m["event"] == "alarm.reminder")
+            assert reminder["subject"] == "[edgewave] Still unacknowledged: alarm fire on gw1"
+            assert "notification sent alarm=1 target=tickets kind=webhook reason=opened" in dashboard.log()
+            assert "notification sent alarm=1 target=tickets kind=webhook reason=reminder" in dashboard.log()
         finally:
             hook.shutdown()
             hook.server_close()
