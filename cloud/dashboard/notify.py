@@ -38,6 +38,7 @@ import logging
 import smtplib
 import ssl
 import threading
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -63,6 +64,7 @@ OPENED, REMINDER = "opened", "reminder"
 POLL_S = 0.25             # a worker's look at the queue when nothing woke it
 SCHEDULE_S = 1.0          # reminders fall due to within this
 PRUNE_EVERY_S = 3600.0
+STOP_WAIT_S = 3.0         # how long stop() waits for attempts under way, all targets together
 SIGNATURE_HEADER = "X-Edgewave-Signature"
 
 SCHEMA = """
@@ -218,7 +220,7 @@ def send_email(target: NotificationTarget, password: str | None, body: bytes) ->
     the path)."""
     content = json.loads(body)
     mail = EmailMessage()
-    mail["Subject"] = content["subject"]
+    mail["Subject"] = " ".join(content["subject"].split())     # a line break in a header would be refused
     mail["From"] = target.sender
     mail["To"] = ", ".join(target.to)
     mail["Date"] = formatdate(localtime=False)
@@ -357,8 +359,9 @@ class Notifier:
         self._stop.set()
         for event in self._wake.values():
             event.set()
+        deadline = time.monotonic() + STOP_WAIT_S
         for thread in self._threads:
-            thread.join(timeout=2)
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def close(self) -> None:
         with self._lock:
@@ -483,6 +486,8 @@ class Notifier:
             try:
                 worked = self.deliver_one(name)
             except Exception as exc:    # the state file locked or damaged: logged, tried again
+                if self._stop.is_set():  # closed under an attempt that outlived stop(): it is sent again next start
+                    return
                 errors += 1
                 if errors == 1 or errors % 100 == 0:
                     log.error("notification queue error=%r target=%s errors=%d", str(exc), name, errors)
