@@ -249,3 +249,15 @@ def test_the_cloud_role_of_a_provisioned_broker_lets_mqtt_notifications_through_
         feed.close()
         store.close()
         notifier.close()
+
+
+def test_a_secret_file_that_cannot_be_read_stops_the_dashboard_at_start(tmp_path):
+    port = free_port()
+    config = dashboard_config(tmp_path, port, {
+        "targets": {"tickets": {"kind": "webhook", "url": "https://tickets.example.org/in",
+                                "secret_file": str(tmp_path / "missing.secret")}},
+        "rules": [{"name": "all", "targets": ["tickets"]}],
+    })
+    dashboard = CloudProcess(["dashboard", "--config", str(config)], tmp_path / "dashboard.log")
+    assert dashboard.wait(timeout=60) == 2
+    assert "notifications.targets.tickets.secret_file" in dashboard.log() and "missing.secret" in dashboard.log()
