@@ -31,8 +31,12 @@ acknowledgements go together right after, when
 
 A local broker configured with fewer messages in flight (``max_inflight_messages 1`` for
 strict order) would stop sending while the group waits for more: a message arriving right
-after a group committed by time (within ``STALL_S``) shows that, and groups are then cut at
-the number held, for ``STALL_RETRY_S``, after which the full size is tried again.
+after a group committed by time (within ``STALL_S``) shows that. One such message can be
+chance (at a few messages a second, one in about seventy groups committed by time is followed
+that soon by a message the broker did not hold back); a broker's limit shows the same way with
+the same number held at every group. So after ``STALL_CONFIRM`` groups in a row that end so,
+with the same number held, groups are cut at that number for ``STALL_RETRY_S``, after which
+the full size is tried again.
 
 Nothing here publishes or acknowledges: ``write`` returns the ``(seq, payload)`` just
 stored, for the uplink, and ``release`` and ``retry`` return the acknowledgements that
@@ -62,6 +66,7 @@ GROUP_MAX = 16               # acknowledgements (or rows) a group holds at most
 POLL_S = GROUP_WAIT_S / 2    # the engine thread's check of a waiting group (see flush_due)
 STALL_S = 0.005              # a message this soon after a group committed by time: the broker waited for it
 STALL_RETRY_S = 60.0         # how long groups stay cut at what the broker lets through
+STALL_CONFIRM = 3            # groups in a row that show the same stall before groups are cut
 # Each event the outbox took (or holds in memory, or dropped and counted) is counted by kind.
 KIND_COUNTERS = {"match": "matches", "significant": "significant"}
 
@@ -101,6 +106,7 @@ class OutboxWriter:
         self.group_max = GROUP_MAX
         self._cut_until = 0.0                        # groups cut short (a broker with fewer in flight) until then
         self._by_time: tuple[float, int] | None = None   # (when, acks) of the last group committed by time
+        self._stalls = (0, 0)                        # (acks held, groups in a row) of the stalls seen
 
     @property
     def unwritten(self) -> int:
@@ -249,11 +255,18 @@ class OutboxWriter:
             log.warning("journal event=prune_failed error=%r action='tried again with the next write'", str(exc))
 
     def _check_stall(self) -> None:
-        """A message right after a group committed by time: the broker had held it back
-        until it got those acknowledgements, so it lets no more than that many through."""
+        """A message right after a group committed by time: the broker may have held it back
+        until it got those acknowledgements. Seen ``STALL_CONFIRM`` times in a row with the
+        same number held, it lets no more than that many through: cut groups at it."""
         when, held = self._by_time or (0.0, 0)
         self._by_time = None
-        if time.monotonic() - when < STALL_S and held < self.group_max:
+        if time.monotonic() - when >= STALL_S or held >= self.group_max:
+            self._stalls = (0, 0)
+            return
+        seen = self._stalls[1] + 1 if self._stalls[0] == held else 1
+        self._stalls = (held, seen)
+        if seen >= STALL_CONFIRM:
+            self._stalls = (0, 0)
             self.group_max = held
             self._cut_until = time.monotonic() + STALL_RETRY_S
             log.warning("outbox event=group_commit_cut acks=%d for_s=%.0f reason='the local broker sends no more "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -352,24 +353,56 @@ def test_a_group_holds_at_most_group_max_acks_and_a_crash_before_its_commit_lose
     assert second.counters["state_restored"] == 2 * limit
 
 
+def _group_of_two_then_one_at_once(agent, acked: list, n: int, monkeypatch) -> None:
+    """Two messages wait in a group until it commits by time; the next arrives right after
+    its acknowledgements, as from a broker that lets only two through unacknowledged."""
+    writer = agent.writer
+    for k in (n, n + 1):
+        send(agent, "ew/in/fire/t1", observation(f"temp{k}", "t1", "temperature", 70), acked, settle=False)
+    monkeypatch.setattr(writer, "_group_since", writer._group_since - outbox_writer.GROUP_WAIT_S)
+    with agent._engine_lock:
+        agent._release_written(writer.flush_due())
+    send(agent, "ew/in/fire/t1", observation(f"temp{n + 2}", "t1", "temperature", 70), acked, settle=False)
+
+
 def test_groups_are_cut_when_the_broker_waited_for_their_acks(tmp_path, clock, monkeypatch):
     agent = open_agent(tmp_path)
     writer = agent.writer
     acked: list = []
-    for n in (1, 2):
-        send(agent, "ew/in/fire/t1", observation(f"temp{n}", "t1", "temperature", 70), acked, settle=False)
-    monkeypatch.setattr(writer, "_group_since", writer._group_since - outbox_writer.GROUP_WAIT_S)
-    with agent._engine_lock:
-        agent._release_written(writer.flush_due())
-    # the next message right after the acks: the broker had been holding it back
-    send(agent, "ew/in/fire/t1", observation("temp3", "t1", "temperature", 70), acked, settle=False)
-    assert writer.group_max == 2 and len(acked) == 2
-    send(agent, "ew/in/fire/t1", observation("temp4", "t1", "temperature", 70), acked, settle=False)
-    assert len(acked) == 4                         # cut at two: no wait for a third
+    for round_ in range(outbox_writer.STALL_CONFIRM):
+        assert writer.group_max == outbox_writer.GROUP_MAX     # not cut on fewer stalls in a row
+        _group_of_two_then_one_at_once(agent, acked, 3 * round_ + 1, monkeypatch)
+        with agent._engine_lock:                   # the third message's group commits too
+            agent._release_written(Written([], writer.flush()))
+    assert writer.group_max == 2
+    sent = len(acked)
+    send(agent, "ew/in/fire/t1", observation("temp90", "t1", "temperature", 70), acked, settle=False)
+    send(agent, "ew/in/fire/t1", observation("temp91", "t1", "temperature", 70), acked, settle=False)
+    assert len(acked) == sent + 2                  # cut at two: no wait for a third
     monkeypatch.setattr(writer, "_cut_until", 0.0)
     with agent._engine_lock:
         agent._release_written(writer.flush_due())
     assert writer.group_max == outbox_writer.GROUP_MAX
+
+
+def test_one_message_soon_after_a_group_by_chance_cuts_nothing(tmp_path, clock, monkeypatch):
+    """At a few messages a second, one now and then arrives just after a group committed by
+    time without the broker having held it back: that alone is no limit to cut groups at."""
+    agent = open_agent(tmp_path)
+    acked: list = []
+    _group_of_two_then_one_at_once(agent, acked, 1, monkeypatch)
+    writer = agent.writer
+    assert writer._stalls == (2, 1)
+    with agent._engine_lock:
+        agent._release_written(Written([], writer.flush(by_time=True)))
+    time.sleep(outbox_writer.STALL_S * 2)           # the next message comes later: no stall
+    send(agent, "ew/in/fire/t1", observation("temp9", "t1", "temperature", 70), acked, settle=False)
+    assert writer._stalls == (0, 0)
+    with agent._engine_lock:
+        agent._release_written(Written([], writer.flush()))
+    _group_of_two_then_one_at_once(agent, acked, 10, monkeypatch)
+    _group_of_two_then_one_at_once(agent, acked, 20, monkeypatch)     # three held now: another count
+    assert writer.group_max == outbox_writer.GROUP_MAX and writer._stalls == (3, 1)
 
 
 def test_a_config_change_drops_the_waiting_rows_and_releases_their_acks(tmp_path, clock):
