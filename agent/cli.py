@@ -43,11 +43,12 @@ def tune_garbage_collector() -> None:
 
 
 # Entries per N-Triples token cache in the agent (the shared default is 65,536). A
-# gateway's messages repeat their vocabulary (predicates, sensors, properties, types)
-# but not their observations' IRIs and values, which filled the default caches: at
-# 1,000 msg/s the agent's resident memory climbed to 69-73 MB and plateaued at 55-57 MB
-# with this limit (measured over 150 s).
-TERM_CACHE_LIMIT = 4096
+# gateway's messages repeat their vocabulary (predicates, sensors, properties, types: a
+# few hundred terms, learnt again within a message or two after a cache is emptied) but
+# not their observations' IRIs and values, which only fill a cache until it is emptied.
+# The memory a full cache held stays with the process: at the demo's pace 4,096 entries
+# took half an hour to fill and about 2 MB (docs/benchmarks.md, soak).
+TERM_CACHE_LIMIT = 1024
 
 
 def cmd_run(settings: AgentSettings) -> int:
