@@ -46,11 +46,10 @@ from typing import IO, Iterator
 
 from edgewave.agent.engine import Engine, Match
 from edgewave.agent.engine.query import Query
-from edgewave.shared.ntriples import NTriplesError, clear_term_caches
+from edgewave.shared.ntriples import NTriplesError, Triple, clear_term_caches
 from edgewave.shared.rdf_files import RdfFileError, read_text, read_triples
 from edgewave.shared.recorded import read_recorded
 
-Triple = tuple[str, str, str]
 
 _IRI_PREFIX = re.compile(r"^(<[^>]*>|[A-Za-z][A-Za-z0-9+.\-]*:[^=]*)=(.+)$")
 REPORT_FIRST = 10

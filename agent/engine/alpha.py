@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from edgewave.shared.ntriples import quoted_parts
+from edgewave.shared.ntriples import is_quoted, quoted_parts
 from edgewave.shared.vocab import RDF_TYPE
 
 from .query import QUOTED, TriplePattern, is_var, pattern_leaves
@@ -75,7 +75,7 @@ def _compile_match(var_paths, equal, constants, quoted, nested):
             if depth:
                 parts = cache.get(path[:depth])
                 if parts is None:
-                    if not isinstance(node, str) or not node.startswith("<< "):
+                    if not isinstance(node, str) or not is_quoted(node):
                         return None
                     try:
                         parts = quoted_parts(node)
@@ -92,7 +92,7 @@ def _compile_match(var_paths, equal, constants, quoted, nested):
         cache: dict = {}
         for path in quoted:
             term = term_at(triple, path, cache)
-            if term is None or not term.startswith("<< "):
+            if term is None or not is_quoted(term):
                 return None
             try:
                 cache[path] = quoted_parts(term)

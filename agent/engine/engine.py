@@ -52,9 +52,8 @@ from .match import Match
 from .memories import AlphaMemory
 from .network import STATIC, Network
 from .query import Query
-from .tokens import ENTRY, PARENT, SOURCE, TIME, TRIPLE
+from .tokens import ENTRY, PARENT, SOURCE, TIME, TRIPLE, Triple
 
-Triple = tuple[str, str, str]
 # A route: ((form, target, memories) for the triple and each triple it entails, how many
 # of those are entailed).
 Route = tuple[tuple[tuple[int, str, tuple[AlphaMemory, ...]], ...], int]

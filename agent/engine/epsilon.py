@@ -38,6 +38,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple
 
+from edgewave.shared.ntriples import Triple, is_literal
 from edgewave.shared.vocab import (
     OWL_INVERSEOF,
     OWL_SYMMETRIC,
@@ -48,7 +49,6 @@ from edgewave.shared.vocab import (
     RDFS_SUBPROPERTYOF,
 )
 
-Triple = tuple[str, str, str]
 
 # How an entailed triple is made from the input triple (s, p, o).
 SAME = 0  # the input triple itself
@@ -355,7 +355,7 @@ def derive(triple: Triple, form: int, target: str) -> Triple | None:
         return (s, target, o)
     if form == S:
         return (s, RDF_TYPE, target)
-    if o[:1] == '"':
+    if is_literal(o):
         return None
     if form == OS:
         return (o, target, s)

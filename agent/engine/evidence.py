@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Mapping, NamedTuple
 
+from edgewave.shared.ntriples import Triple
 from edgewave.shared.vocab import (
     OWL_INVERSEOF,
     OWL_SYMMETRIC,
@@ -33,7 +34,6 @@ from edgewave.shared.vocab import (
 
 from .epsilon import Schema
 
-Triple = tuple[str, str, str]
 Node = tuple  # ("p", property, swapped) or ("c", class)
 
 # Chains are cached on the Schema (``Schema.chains``); a bound so a schema of thousands of

@@ -34,7 +34,7 @@ from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from typing import Any, Callable, NamedTuple, Sequence
 
-from edgewave.shared.ntriples import VALUE_CACHE_SIZE, is_iri, literal_parts
+from edgewave.shared.ntriples import VALUE_CACHE_SIZE, is_blank, is_iri, is_literal, is_quoted, literal_parts
 from edgewave.shared.vocab import RDF_NS, XSD_NS, XSD_STRING
 
 from .query import Filter, Term
@@ -174,18 +174,18 @@ def _typed_value(term: str, lexical: str, datatype: str) -> Any:
 @lru_cache(maxsize=VALUE_CACHE_SIZE)
 def term_value(term: str) -> Any:
     """The SPARQL value of a canonical term (cached: stream values repeat)."""
-    if term[:1] == '"':
+    if is_literal(term):
         lexical, datatype, lang = literal_parts(term)
         if lang is not None:
             return LangString(lexical, lang)
         if datatype is None:
             return lexical
         return _typed_value(term, lexical, datatype[1:-1])
-    if term[:2] == "<<":
+    if is_quoted(term):
         return Resource(term, "quoted")
-    if term[:1] == "<":
+    if is_iri(term):
         return Resource(term, "iri")
-    if term[:2] == "_:":
+    if is_blank(term):
         return Resource(term, "bnode")
     raise EvalError(f"not a term: {term!r}")
 
@@ -695,9 +695,9 @@ class _Compiler:
                 "DATATYPE": lambda row: _datatype(term(row)),
                 "ISIRI": lambda row: is_iri(term(row)),
                 "ISURI": lambda row: is_iri(term(row)),
-                "ISLITERAL": lambda row: term(row)[:1] == '"',
-                "ISBLANK": lambda row: term(row)[:2] == "_:",
-                "ISTRIPLE": lambda row: term(row)[:2] == "<<",
+                "ISLITERAL": lambda row: is_literal(term(row)),
+                "ISBLANK": lambda row: is_blank(term(row)),
+                "ISTRIPLE": lambda row: is_quoted(term(row)),
             }[name]
         if name == "SAMETERM":
             a, b = self.term(args[0]), self.term(args[1])
@@ -782,7 +782,7 @@ def _always_error(row: Row) -> Any:
 
 
 def _str(term: str) -> str:
-    if term[:1] == '"':
+    if is_literal(term):
         return literal_parts(term)[0]
     if is_iri(term):
         return term[1:-1]
@@ -790,13 +790,13 @@ def _str(term: str) -> str:
 
 
 def _lang(term: str) -> str:
-    if term[:1] != '"':
+    if not is_literal(term):
         raise EvalError("LANG of a non-literal")
     return literal_parts(term)[2] or ""
 
 
 def _datatype(term: str) -> Resource:
-    if term[:1] != '"':
+    if not is_literal(term):
         raise EvalError("DATATYPE of a non-literal")
     _, datatype, lang = literal_parts(term)
     if lang is not None:

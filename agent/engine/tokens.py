@@ -28,7 +28,7 @@ streamed triples, each with its own window's width (``beta.py``).
 """
 from __future__ import annotations
 
-Triple = tuple[str, str, str]
+from edgewave.shared.ntriples import Triple  # noqa: F401  (an entry's first field; the engine imports it from here)
 
 # Entry fields.
 TRIPLE, TIME, VALUES, SOURCE = range(4)
