@@ -23,12 +23,10 @@ from typing import Any, Callable, Sequence
 from edgewave.agent.config import AgentSettings, SettingsError
 from edgewave.agent.config_store import ConfigStore
 from edgewave.agent.keyring import Keyring
-from edgewave.agent.mqtt_link import MqttLink
 from edgewave.agent.pipeline import Event, Pipeline
 from edgewave.agent.reconfigure import (APPLIED, APPLY_FAILED, NO_KEY, REJECTED, CompiledConfig, Verdict, ack_payload,
                                         compile_document, document_limits, judge)
 from edgewave.agent.status import Counters
-from edgewave.shared import topics
 from edgewave.shared.configdoc import ConfigRejected, load_config_document
 from edgewave.shared.log_limit import LogLimiter
 
@@ -38,16 +36,18 @@ log = logging.getLogger("edgewave.agent")
 class ConfigApplier:
     """Holds the applied config and changes the pipeline's engine to pushed or rolled-back ones."""
 
-    def __init__(self, settings: AgentSettings, counters: Counters, pipeline: Pipeline,
-                 on_change: Callable[[], None]) -> None:
+    def __init__(self, settings: AgentSettings, counters: Counters, pipeline: Pipeline, store: ConfigStore, *,
+                 on_change: Callable[[], None], send_ack: Callable[[bytes], None]) -> None:
+        """``send_ack`` publishes an acknowledgement to the cloud (the agent's cloud link, which
+        exists from start-up on); ``on_change``: the status message should go out."""
         self.settings = settings
         self.gateway = settings.gateway
         self.counters = counters
         self.pipeline = pipeline
-        self.on_change = on_change              # the status message should go out
+        self.store = store
+        self.on_change = on_change
+        self.send_ack = send_ack
         self.applied: CompiledConfig | None = None
-        self.store: ConfigStore | None = None   # set once the file is open
-        self.cloud: MqttLink | None = None      # where acks go, from start-up on
         self._last_ack: bytes | None = None     # sent again after a reconnect
         self._keys: Keyring | None = None       # config-signing keys, on first use
         # One log line per rejection kind a minute: a stream of bad documents must not
@@ -64,7 +64,6 @@ class ConfigApplier:
 
     def load(self) -> None:
         """Build the pipeline's engine from the last applied config (or the bootstrap document)."""
-        assert self.store is not None
         s = self.settings
         stored = self.store.current()
         compiled = None
@@ -91,7 +90,6 @@ class ConfigApplier:
     def apply_pushed(self, payload: bytes) -> Sequence[Event]:
         """Judge a document from the cloud, apply it if it passes, acknowledge it either way;
         returns the events of the matches the change completed."""
-        assert self.store is not None
         events: Sequence[Event] = ()
         try:
             key, verified = self._keyring().key_for(payload)
@@ -127,7 +125,6 @@ class ConfigApplier:
 
     def reload(self) -> Sequence[Event]:
         """Apply the store's current document if it is not the running one (after a rollback)."""
-        assert self.store is not None
         stored = self.store.current()
         if stored is None or stored.version == self.version:
             return ()
@@ -168,22 +165,18 @@ class ConfigApplier:
                         self.version, self._log.suppressed.pop(kind, 0))
 
     def _ack(self, verdict: Verdict) -> None:
-        if self.cloud is None:
-            return
         payload = ack_payload(self.gateway, verdict, self.version)
         if self._keys is not None:      # which key this gateway now holds (key rotation)
             payload = json.dumps({**json.loads(payload), "keyId": self._keys.active_id}).encode()
         self._last_ack = payload
-        # publish_soon: this runs under the engine lock, which the network thread may wait for
-        self.cloud.publish_soon(topics.config_ack_topic(self.gateway), payload, qos=1)
+        self.send_ack(payload)
 
     def resend_ack(self) -> None:
         """After every reconnect to the cloud broker: the last acknowledgement again. One the
         broker had taken (PUBACK) and lost in a crash or restart would otherwise leave the push
         pending at the cloud; a repeated one changes nothing there (cloud/registry.py)."""
-        payload = self._last_ack
-        if payload is not None and self.cloud is not None:
-            self.cloud.publish_soon(topics.config_ack_topic(self.gateway), payload, qos=1)
+        if self._last_ack is not None:
+            self.send_ack(self._last_ack)
 
     def _keyring(self) -> Keyring:
         """The keys config documents verify with, read from their files on first use."""

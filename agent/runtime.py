@@ -109,7 +109,6 @@ class Agent:
         self.counters = Counters()
         self.pipeline = Pipeline(settings, self.counters)
         self._status_requested = threading.Event()   # the status goes out at once (StatusReporter)
-        self.configs = ConfigApplier(settings, self.counters, self.pipeline, on_change=self._status_requested.set)
         # Work for the engine thread. Sensor messages without an acknowledgement (QoS 0, or
         # no persistent local session) are dropped beyond input.queue_max; the others are
         # bounded by the broker, which sends at most queue_max unacknowledged ones (MQTT 5
@@ -122,6 +121,7 @@ class Agent:
         self._threads: dict[str, threading.Thread] = {}
         # open_storage builds these, in this order:
         self.outbox: Outbox | None = None
+        self.configs: ConfigApplier | None = None
         self.journal: WindowJournal | None = None
         self.writer: OutboxWriter | None = None
         # and start these:
@@ -134,7 +134,7 @@ class Agent:
     def start(self) -> None:
         s, gw = self.settings, self.gateway
         self.open_storage()
-        assert self.outbox is not None and self.writer is not None
+        assert self.outbox is not None and self.configs is not None and self.writer is not None
         network = NetworkLoop("network")
         self.cloud = cloud_link(s, network, self._on_cloud_message, self._on_cloud_connected,
                                 self._on_cloud_published)
@@ -142,7 +142,6 @@ class Agent:
                              max_inflight=s.outbox.max_inflight, max_rate_per_s=s.outbox.max_rate_per_s,
                              resend_after_s=s.outbox.resend_after_s, batch=s.uplink.batch,
                              landed=s.uplink.landed)
-        self.configs.cloud = self.cloud            # where config acknowledgements go (config_apply.py)
         reporter = self.reporter = StatusReporter(s, self.counters, pipeline=self.pipeline, configs=self.configs,
                                                   writer=self.writer, uplink=self.uplink, cloud=self.cloud,
                                                   requested=self._status_requested, started_ms=self._started_ms)
@@ -166,8 +165,10 @@ class Agent:
                             policy=s.outbox.policy, synchronous=s.outbox.synchronous)
             outbox.start_checkpoints()
             self.outbox = outbox
-        if self.configs.store is None:
-            self.configs.store = ConfigStore(s.data_path(s.config.store), keep=s.config.keep)
+        if self.configs is None:
+            self.configs = ConfigApplier(s, self.counters, self.pipeline,
+                                         ConfigStore(s.data_path(s.config.store), keep=s.config.keep),
+                                         on_change=self._status_requested.set, send_ack=self._send_config_ack)
         if self.pipeline.engine is None:
             self.configs.load()
         if self.journal is None:
@@ -230,8 +231,14 @@ class Agent:
         if self.uplink is not None:
             self.uplink.on_published(mid, reason)
 
+    def _send_config_ack(self, payload: bytes) -> None:
+        """A config acknowledgement to the cloud. publish_soon: this runs under the engine
+        lock, which the network thread may wait for."""
+        if self.cloud is not None:
+            self.cloud.publish_soon(topics.config_ack_topic(self.gateway), payload, qos=1)
+
     def _on_cloud_connected(self, session_present: bool) -> None:
-        assert self.uplink is not None
+        assert self.uplink is not None and self.configs is not None
         self.uplink.on_connected(session_present)
         self.configs.resend_ack()
         self._status_requested.set()
@@ -318,13 +325,12 @@ class Agent:
         """A config document or a reload; the events of the matches the change completed go the
         way of a message's. The journal follows the config then running, whatever happened: a
         change empties it, with this item's transaction."""
-        journal, writer = self.journal, self.writer
-        assert journal is not None and writer is not None
+        journal, writer, configs = self.journal, self.writer, self.configs
+        assert journal is not None and writer is not None and configs is not None
         try:
-            events = self.configs.apply_pushed(item.payload) if isinstance(item, ConfigDocument) \
-                else self.configs.reload()
+            events = configs.apply_pushed(item.payload) if isinstance(item, ConfigDocument) else configs.reload()
         finally:
-            journal.follow(self.configs.applied, self.pipeline.engine)
+            journal.follow(configs.applied, self.pipeline.engine)
         self._to_uplink(writer.write(events, None))
 
     def _to_uplink(self, fresh: list[tuple[int, bytes]]) -> None:
@@ -387,12 +393,13 @@ class Agent:
         if self.reporter is not None:
             self.reporter.say_offline()
         else:                      # never connected (the disk refused, or start-up failed)
-            save_offline(self.settings, self.counters, self._started_ms, self.configs.version)
+            save_offline(self.settings, self.counters, self._started_ms,
+                         self.configs.version if self.configs else None)
         if self.cloud is not None:
             self.cloud.stop()
         depth = self.outbox.stats().depth if self.outbox else 0
         if self.outbox is not None:
             self.outbox.close()
-        if self.configs.store is not None:
+        if self.configs is not None:
             self.configs.store.close()
         log.info("agent event=stopped drained=%s outbox_pending=%d", drained, depth)
