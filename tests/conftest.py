@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Iterator
@@ -14,6 +15,12 @@ from broker_process import MosquittoBroker  # noqa: E402
 from reference_data import reference_data_dir, where  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# Every JVM a test starts (Spark's driver, a standalone master and worker) lives for seconds
+# to minutes over a few thousand rows, where the JIT's optimising compiler and the parallel
+# collector cost more CPU than they save: the quick compiler and the serial collector run
+# the same job. Set before any test forks one; an operator's own setting wins.
+os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 
 @pytest.fixture(autouse=True)
