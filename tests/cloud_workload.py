@@ -49,6 +49,10 @@ class Workload:
         return dict(Counter((e["gateway"], e["sensor"], e["property"], e["windowEnd"] // 60000 * 60000)
                             for e in self.unique if e["kind"] == "significant"))
 
+    def expected_delay_counts(self) -> dict[tuple[int, str], int]:
+        """Events per (minute of match time, kind): the count column of delay_per_minute."""
+        return dict(Counter((e["windowEnd"] // 60000 * 60000, e["kind"]) for e in self.unique))
+
 
 def make_workload(*, unique: int = 9000, duplicates: int = 1000, out_of_order: int = 500, gateways: int = 5,
                   seed: int = 7, base_ms: int | None = None, spacing_ms: int = 200) -> Workload:
