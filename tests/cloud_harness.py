@@ -147,6 +147,17 @@ def total_events(db_path: Path) -> int:
     return total
 
 
+def aggregate_counts(db_path: Path) -> dict[str, dict]:
+    """Every count the job keeps, by table, keyed as cloud_workload.Workload.expected_counts."""
+    tables = {
+        "matches_per_minute": "SELECT gateway, pattern, minute_ms, count FROM matches_per_minute",
+        "binding_values": "SELECT pattern, variable, value, count FROM binding_values",
+        "significant_per_minute": "SELECT gateway, sensor, property, minute_ms, count FROM significant_per_minute",
+        "delay_per_minute": "SELECT minute_ms, kind, count FROM delay_per_minute",
+    }
+    return {name: {tuple(row[:-1]): row[-1] for row in query(db_path, sql)} for name, sql in tables.items()}
+
+
 def aggregates_snapshot(db_path: Path) -> dict[str, list[tuple]]:
     """Every aggregate table, sorted, for exact comparisons between runs."""
     tables = {

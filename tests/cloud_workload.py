@@ -53,6 +53,12 @@ class Workload:
         """Events per (minute of match time, kind): the count column of delay_per_minute."""
         return dict(Counter((e["windowEnd"] // 60000 * 60000, e["kind"]) for e in self.unique))
 
+    def expected_counts(self) -> dict[str, dict]:
+        """Every count the job keeps, by table (cloud_harness.aggregate_counts reads them back)."""
+        return {"matches_per_minute": self.expected_matches(), "binding_values": self.expected_bindings(),
+                "significant_per_minute": self.expected_significant(),
+                "delay_per_minute": self.expected_delay_counts()}
+
 
 def make_workload(*, unique: int = 9000, duplicates: int = 1000, out_of_order: int = 500, gateways: int = 5,
                   seed: int = 7, base_ms: int | None = None, spacing_ms: int = 200) -> Workload:
