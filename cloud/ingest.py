@@ -63,6 +63,7 @@ from edgewave.shared.mqtt_client import new_client, send_at_once
 from edgewave.shared.uplink_batch import check_event, decode_batch, is_batch
 
 from .database import open_database, transaction
+from . import ingest_figures
 from .inflight_marker import STRIKES_TO_QUARANTINE, InFlightMarker
 from .ingest_workers import subscriptions, worker_client_id
 from .landing import LandingZone
@@ -117,6 +118,7 @@ class Ingest:
                                     writer=f"w{worker}")
         self.db = open_database(settings.database)
         ensure_registry_schema(self.db)
+        ingest_figures.ensure_schema(self.db.conn)
         self.limits = cfg.limits
         self.marker = InFlightMarker(Path(settings.landing_zone) / f"{self.client_id}.inflight")
         self.inbox: queue.Queue[Received] = queue.Queue()
@@ -126,6 +128,10 @@ class Ingest:
         self._landed: list[dict[str, Any]] = []     # this group's events, for the live feed
         self.counters = {"events": 0, "batches": 0, "status": 0, "acks": 0, "rejected": 0, "commits": 0,
                          "feed_errors": 0, "landed_acks": 0}
+        # The same figures (and rejections by reason) in the database, for /metrics.
+        self.figures = ingest_figures.WorkerFigures(worker, self.client_id, clock.now_ms(),
+                                                    counters=self.counters)
+        self._figures_due = 0.0
         self._reject_log = LogLimiter(period_s=60.0)
         # crash tests (shared/failpoints.py): die on a payload holding a text, or after the n-th
         # group commit that landed a match, once fsynced and before any gateway is told it landed
@@ -215,6 +221,7 @@ class Ingest:
             self.rejected.close()
             self.marker.close()
             self.feed.close()
+            self._write_figures(force=True)
             log.info("ingest stopped %s", " ".join(f"{k}={v}" for k, v in self.counters.items()))
 
     def stop(self) -> None:
@@ -251,6 +258,7 @@ class Ingest:
 
     def _commit(self, batch: list[Received]) -> None:
         """Make a group of messages durable, then acknowledge them all."""
+        began = time.monotonic()
         events = [m for m in batch if m.topic.endswith("/events")]
         others = [m for m in batch if not m.topic.endswith("/events")]
         for msg in events:
@@ -270,7 +278,23 @@ class Ingest:
         self._acknowledge_landed(events)
         self._feed_landed()
         self.counters["commits"] += 1
+        self.figures.commit_seconds += time.monotonic() - began
         log.debug("ingest commit messages=%d", len(batch))
+        self._write_figures()
+
+    def _write_figures(self, force: bool = False) -> None:
+        """This worker's row of ingest_workers, at most every WRITE_INTERVAL_S; its failure stops nothing."""
+        now = time.monotonic()
+        if not force and now < self._figures_due:
+            return
+        self._figures_due = now + ingest_figures.WRITE_INTERVAL_S
+        self.figures.updated_ms = clock.now_ms()
+        try:
+            ingest_figures.write(self.db.conn, self.figures)
+        except sqlite3.Error as exc:
+            if self._reject_log.allow("figures"):
+                log.warning("ingest figures not written error=%r suppressed_since_last=%d", str(exc),
+                            self._reject_log.take_suppressed("figures"))
 
     def _acknowledge_landed(self, events: list[Received]) -> None:
         """Tell each gateway the keys of its messages of this group (all durable now)."""
@@ -294,11 +318,13 @@ class Ingest:
         """
         strikes = self.marker.strikes(msg.sha256)
         if strikes >= STRIKES_TO_QUARANTINE:
-            self._reject(msg, f"ingest died {strikes} times while handling this message; not decoded again")
+            self._reject(msg, f"ingest died {strikes} times while handling this message; not decoded again",
+                         ingest_figures.CRASH_SUSPECT)
             self.marker.resolve(msg.sha256)
             return
         if msg.oversized:
-            self._reject(msg, f"payload of {msg.size} bytes (at most {self._size_limit(msg.payload)})")
+            self._reject(msg, f"payload of {msg.size} bytes (at most {self._size_limit(msg.payload)})",
+                         ingest_figures.OVERSIZED)
             return
         self.marker.mark(msg.sha256)
         if self._payload_failpoint and self._payload_failpoint in msg.payload:
@@ -310,8 +336,9 @@ class Ingest:
         except Exception as exc:   # quarantine, whatever it was: a redelivery would fail the same way
             if conn is not None:
                 conn.execute("ROLLBACK TO message")
-            known = isinstance(exc, (EventError, AckError, StatusError, topics.TopicError))
-            self._reject(msg, str(exc) if known else f"unexpected {type(exc).__name__} while decoding: {exc}")
+            kind = next((reason for error, reason in _REJECT_REASONS if isinstance(exc, error)), None)
+            self._reject(msg, str(exc) if kind else f"unexpected {type(exc).__name__} while decoding: {exc}",
+                         kind or ingest_figures.UNEXPECTED)
         finally:
             if conn is not None:
                 conn.execute("RELEASE message")
@@ -365,7 +392,8 @@ class Ingest:
         self.counters["batches"] += 1
         for i, (event, outcome) in enumerate(zip(raw, checked)):
             if isinstance(outcome, EventError):
-                self._reject(msg, f"{outcome} (event {i + 1} of {len(raw)} of a batch)", payload=encode_event(event),
+                self._reject(msg, f"{outcome} (event {i + 1} of {len(raw)} of a batch)", ingest_figures.INVALID_EVENT,
+                             payload=encode_event(event),
                              batch={"sha256": msg.sha256, "bytes": msg.size, "index": i, "events": len(raw)})
             else:
                 self._land(outcome, msg)
@@ -382,11 +410,13 @@ class Ingest:
                           len(landed), str(exc), self.counters["feed_errors"],
                           self._reject_log.take_suppressed("live feed"))
 
-    def _reject(self, msg: Received, reason: str, *, payload: bytes | None = None,
+    def _reject(self, msg: Received, reason: str, kind: str, *, payload: bytes | None = None,
                 batch: dict[str, Any] | None = None) -> None:
-        """Keep the message (or its first bytes) with the reason in the rejected files; ``payload``
-        and ``batch``: one event of a batch instead, and where in which batch it was."""
+        """Keep the message (or its first bytes) with the reason in the rejected files and count it
+        under ``kind`` (ingest_figures.REJECT_REASONS); ``payload`` and ``batch``: one event of a
+        batch instead, and where in which batch it was."""
         self.counters["rejected"] += 1
+        self.figures.rejected[kind] = self.figures.rejected.get(kind, 0) + 1
         size, sha256 = msg.size, msg.sha256
         if payload is not None:
             size, sha256 = len(payload), hashlib.sha256(payload).hexdigest()
@@ -405,6 +435,11 @@ class Ingest:
         except UnicodeDecodeError:
             record["payloadBase64"] = base64.b64encode(sample).decode("ascii")
         self.rejected.append(record, msg.received_ms)
+
+
+# The messages a decoder refuses for a reason it names, by the reason they are counted under.
+_REJECT_REASONS = ((EventError, ingest_figures.INVALID_EVENT), (StatusError, ingest_figures.INVALID_STATUS),
+                   (AckError, ingest_figures.INVALID_ACK), (topics.TopicError, ingest_figures.INVALID_TOPIC))
 
 
 def _checked(event: dict[str, Any], gateway: str, topic: str) -> dict[str, Any]:

@@ -270,7 +270,8 @@ def api_overview(request: Request) -> Response:
 
 def metrics_page(request: Request) -> Response:
     with _reader(request).query() as q:
-        body = metrics.exposition(q, _gateways(request, q), request.app.state.alarms, request.app.state.notifier)
+        state = request.app.state
+        body = metrics.exposition(q, _gateways(request, q), state.alarms, state.notifier, state.live_streams)
     return Response(body, media_type=metrics.CONTENT_TYPE)
 
 

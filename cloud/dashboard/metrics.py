@@ -10,17 +10,21 @@ Per gateway, from its last status: whether it is online by the dashboard's rules
 outbox (events waiting, age of the oldest), events dropped, the config version it applied,
 and its traffic counters. From the cloud's aggregates: matches per gateway and pattern,
 significant observations per gateway, the Spark job's committed batches, rows and rejected
-records per query and the time of its last commit, the alarms by state, and the notifications
-about them by target and state with their delivery attempts (from the dashboard's own state file).
+records per query and the time of its last commit. From each ingest worker's row
+(cloud/ingest_figures.py): what it landed and acknowledged, the messages it rejected by
+reason, and its group commits' count and time. From the dashboard itself: the live streams
+open now, the alarms by state, and the notifications about them by target and state with
+their delivery attempts (from the dashboard's own state file).
 """
 from __future__ import annotations
 
 from typing import Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
 from prometheus_client.registry import Collector
 
+from .. import ingest_figures
 from . import queries
 from .alarms import STATES, AlarmStore
 from .notify import NOTIFICATION_STATES, Notifier
@@ -95,6 +99,40 @@ def _aggregate_families(q: queries.Query) -> Iterator[Metric]:
     yield from (matches, significant, batches, rows, rejected, last)
 
 
+# Ingest workers' counters, as (metric name, help); per worker since it started.
+_INGEST_COUNTERS = {
+    "events": ("edgewave_ingest_events_landed", "Events an ingest worker landed (fsynced into the landing zone)."),
+    "batches": ("edgewave_ingest_batches", "Batched messages of events an ingest worker read."),
+    "status": ("edgewave_ingest_status_messages", "Gateway status messages an ingest worker recorded."),
+    "acks": ("edgewave_ingest_config_acks", "Config acknowledgements an ingest worker recorded."),
+    "landed_acks": ("edgewave_ingest_landed_acks_sent", "Landed acknowledgements an ingest worker sent gateways."),
+    "feed_errors": ("edgewave_ingest_live_feed_errors", "Group commits whose events the live feed could not show."),
+}
+
+
+def _ingest_families(q: queries.Query) -> Iterator[Metric]:
+    workers = ingest_figures.read_all(q.rows(ingest_figures.READ_SQL))
+    counters = {name: CounterMetricFamily(metric, text, labels=["worker"])
+                for name, (metric, text) in _INGEST_COUNTERS.items()}
+    rejected = CounterMetricFamily("edgewave_ingest_rejected_messages",
+                                   "Messages an ingest worker rejected (kept in the rejected files), by reason.",
+                                   labels=["worker", "reason"])
+    commits = SummaryMetricFamily("edgewave_ingest_group_commit_seconds",
+                                  "Time an ingest worker's group commits took (landing fsync to acknowledgements).",
+                                  labels=["worker"])
+    updated = GaugeMetricFamily("edgewave_ingest_figures_timestamp_seconds",
+                                "When an ingest worker last wrote these figures.", labels=["worker"])
+    for w in workers:
+        labels = [str(w.worker)]
+        for name, family in counters.items():
+            family.add_metric(labels, w.counters.get(name, 0))
+        for reason in sorted(set(ingest_figures.REJECT_REASONS) | set(w.rejected)):
+            rejected.add_metric([*labels, reason], w.rejected.get(reason, 0))
+        commits.add_metric(labels, count_value=w.counters.get("commits", 0), sum_value=w.commit_seconds)
+        updated.add_metric(labels, w.updated_ms / 1000)
+    yield from (*counters.values(), rejected, commits, updated)
+
+
 def _alarm_family(alarms: AlarmStore) -> Metric:
     family = GaugeMetricFamily("edgewave_alarms", "Alarms on the dashboard, by state.", labels=["state"])
     counts = alarms.count_by_state()
@@ -128,10 +166,12 @@ class _Snapshot(Collector):
 
 
 def exposition(q: queries.Query, gateways: list[queries.GatewayRow], alarms: AlarmStore,
-               notifier: Notifier | None = None) -> bytes:
+               notifier: Notifier | None = None, live_streams: int = 0) -> bytes:
     """The whole scrape, in the text exposition format."""
     registry = CollectorRegistry(auto_describe=False)
     notifications = _notification_families(notifier) if notifier is not None else ()
-    registry.register(_Snapshot([*_gateway_families(gateways), *_aggregate_families(q), _alarm_family(alarms),
-                                 *notifications]))
+    streams = GaugeMetricFamily("edgewave_live_streams", "Live pages following the feed now (server-sent event "
+                                "streams this dashboard serves).", value=live_streams)
+    registry.register(_Snapshot([*_gateway_families(gateways), *_aggregate_families(q), *_ingest_families(q),
+                                 streams, _alarm_family(alarms), *notifications]))
     return generate_latest(registry)

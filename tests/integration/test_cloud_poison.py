@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from cloud_harness import CloudProcess, total_events, wait_for, write_config
+from cloud_harness import CloudProcess, query, total_events, wait_for, write_config
+from edgewave.cloud import ingest_figures
 from edgewave.cloud.landing import read_records
 from edgewave.shared import topics
 from edgewave.shared.events import encode_event, match_event
@@ -81,6 +82,10 @@ def test_each_hostile_payload_is_quarantined_and_every_valid_event_is_counted(tm
         assert log.count("service started child=ingest") == 1
     finally:
         assert cloud.stop() == 0
+    # What /metrics reports of ingest (written at its stop, if not before): each rejection under its reason.
+    [worker] = ingest_figures.read_all(query(tmp_path / "cloud.db", ingest_figures.READ_SQL))
+    assert worker.rejected == {ingest_figures.OVERSIZED: 1, ingest_figures.INVALID_EVENT: len(hostile) - 1}
+    assert worker.counters["events"] == published and worker.counters["rejected"] == len(hostile)
 
 
 def test_a_message_that_kills_ingest_twice_is_quarantined_on_its_next_delivery(tmp_path, mqtt_broker):
@@ -112,3 +117,5 @@ def test_a_message_that_kills_ingest_twice_is_quarantined_on_its_next_delivery(t
         assert "deaths_in_flight=1 action=retry once more" in (tmp_path / "ingest-1.log").read_text()
     finally:
         assert ingest.stop() == 0
+    [worker] = ingest_figures.read_all(query(tmp_path / "cloud.db", ingest_figures.READ_SQL))
+    assert worker.rejected == {ingest_figures.CRASH_SUSPECT: 1}

@@ -370,6 +370,12 @@ def test_a_prometheus_scrape_finds_the_counts_the_dashboard_shows(pipeline):
     assert after[("edgewave_gateway_config_version", gw1)] == gateways["gw1"]["config_version"]
     assert after[("edgewave_gateway_messages_in_total", gw1)] > 0
     assert sum(v for (name, _), v in after.items() if name == "edgewave_spark_batches_total") > 0
+    # Ingest's figures (written by each worker every few seconds): every counted event was landed.
+    worker = (("worker", "0"),)
+    assert after[("edgewave_ingest_events_landed_total", worker)] >= sum(scraped.values())
+    assert after[("edgewave_ingest_group_commit_seconds_count", worker)] > 0
+    assert after[("edgewave_ingest_rejected_messages_total", (("reason", "invalid_event"), *worker))] == 0
+    assert ("edgewave_live_streams", ()) in after
     # A logged-in viewer reads the same page without the token.
     assert _samples(session.get("/metrics").decode())[("edgewave_gateway_online", gw1)] == 1
 
