@@ -21,6 +21,7 @@ import rdflib
 from rdflib import Literal, URIRef
 
 from . import vocab
+from .alert_text import AlertText
 from .bounded_json import PayloadError, load_json
 from .ntriples import parse_lines
 from .rdflib_literals import literals_as_written
@@ -155,6 +156,7 @@ class ConfigDocument:
 
     version: int | None = None
     patterns: dict[str, str] = field(default_factory=dict)
+    alerts: dict[str, AlertText] = field(default_factory=dict)   # by pattern label, as patterns
     schema: list[tuple[str, str, str]] = field(default_factory=list)
     static: list[tuple[str, str, str]] = field(default_factory=list)
     significance: list[SignificanceRule] = field(default_factory=list)
@@ -182,6 +184,11 @@ def _parse_error(exc: Exception) -> ConfigRejected:
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip() and not ln.strip().startswith("at line")]
     what = lines[0] if lines else type(exc).__name__
     return ConfigRejected(f"parse error{where}: {what}", PARSE_ERROR)
+
+
+def _text(graph: rdflib.Graph, node, pred: URIRef) -> str | None:
+    value = graph.value(node, pred)
+    return None if value is None else str(value)
 
 
 def _number(graph: rdflib.Graph, node, pred: str) -> float | None:
@@ -231,7 +238,8 @@ def _read_document(dataset: rdflib.Dataset) -> ConfigDocument:
     schema_name = URIRef(vocab.iri(vocab.EW_SCHEMA_GRAPH))
     static_name = URIRef(vocab.iri(vocab.EW_STATIC_GRAPH))
     config_preds = {URIRef(vocab.iri(p)) for p in (
-        vocab.EW_HAS_PATTERN, vocab.EW_NAME, vocab.EW_QUERY, vocab.EW_VERSION, vocab.EW_SIGNIFICANCE,
+        vocab.EW_HAS_PATTERN, vocab.EW_NAME, vocab.EW_QUERY, vocab.EW_TITLE, vocab.EW_SEVERITY, vocab.EW_MESSAGE,
+        vocab.EW_VERSION, vocab.EW_SIGNIFICANCE,
         vocab.EW_PROPERTY, vocab.EW_DEADBAND_ABSOLUTE, vocab.EW_DEADBAND_RELATIVE, vocab.EW_MAX_SILENCE,
         vocab.EW_MAX_RATE)}
     config_types = {URIRef(vocab.iri(t)) for t in (vocab.EW_GATEWAY_CONFIG, vocab.EW_PATTERN,
@@ -271,6 +279,9 @@ def _read_document(dataset: rdflib.Dataset) -> ConfigDocument:
         if str(name) in doc.patterns:
             raise ConfigRejected(f"duplicate pattern name {name}")
         doc.patterns[str(name)] = str(config_graph.value(node, ew.query))
+        alert = AlertText(*(_text(config_graph, node, p) for p in (ew.title, ew.severity, ew.message)))
+        if alert != AlertText():
+            doc.alerts[str(name)] = alert
     rules = set(config_graph.subjects(rdf_type, ew.SignificanceRule)) | set(config_graph.objects(None, ew.significance))
     for node in rules:
         prop = config_graph.value(node, ew.property)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from edgewave.shared.alert_text import AlertText, TemplateError, check_alert_text
 from edgewave.shared.configdoc import ConfigDocument, ConfigRejected, DocumentLimits, load_config_document
 
 from .engine import Engine
@@ -32,6 +33,7 @@ class CheckedDocument:
 
     document: ConfigDocument
     patterns: dict[str, str]      # the name after REGISTER -> the query text
+    alerts: dict[str, AlertText]  # the name after REGISTER -> its alert text, where it has one
 
 
 def unprocessable(exc: BaseException) -> str:
@@ -57,12 +59,14 @@ def check_config_document(text: str, fmt: str, *, limits: DocumentLimits | None 
     Raises ConfigRejected with the reason a gateway puts in its ack, checked in the order the
     gateway checks: the document's limits and syntax, ``version`` against the document's own
     (when given), then per pattern (by label) its syntax, a name registered twice, the streams
-    it reads (when ``knows_stream`` is given), its compilation, and last the static data.
+    it reads (when ``knows_stream`` is given), its alert text (shared/alert_text.py: a message
+    naming only variables the pattern binds), its compilation, and last the static data.
     ``limits`` None: a document accepted before (a gateway's config store)."""
     doc = load_config_document(text, fmt, limits)
     if version is not None:
         check_version(doc.version, version)
     patterns: dict[str, str] = {}
+    alerts: dict[str, AlertText] = {}
     trial = Engine(schema=list(doc.schema), entailment=entailment, on_match=lambda m: None)
     for label, query_text in sorted(doc.patterns.items()):
         try:
@@ -78,6 +82,13 @@ def check_config_document(text: str, fmt: str, *, limits: DocumentLimits | None 
                     if not knows_stream(stream):
                         raise ConfigRejected(f"unknown stream {stream} in pattern {query.name}: "
                                              "no input.streams entry or default_stream rule reaches it")
+        alert = doc.alerts.get(label)
+        if alert is not None:
+            try:
+                check_alert_text(alert, query.name, query.projection())
+            except TemplateError as exc:
+                raise ConfigRejected(str(exc)) from exc
+            alerts[query.name] = alert
         try:
             trial.add_query(query)
         except Exception as exc:
@@ -87,4 +98,4 @@ def check_config_document(text: str, fmt: str, *, limits: DocumentLimits | None 
         trial.add_static(list(doc.static))
     except Exception as exc:
         raise ConfigRejected(f"static data rejected by the engine: {exc}") from exc
-    return CheckedDocument(doc, patterns)
+    return CheckedDocument(doc, patterns, alerts)

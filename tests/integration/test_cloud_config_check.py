@@ -102,6 +102,26 @@ def test_push_config_refuses_what_the_agent_cannot_compile_with_its_reason(tmp_p
     assert f"refused, nothing published: {path}: {agent_reason(broken)}" in result.stderr, result.stderr
 
 
+def test_push_config_refuses_a_message_naming_a_variable_the_pattern_does_not_bind(tmp_path, mqtt_broker):
+    """A pattern's alert message may name only what the pattern reports: ?s is in its WHERE, not its SELECT."""
+    config = write_config(tmp_path, mqtt_broker)
+    text = document({"fire": FIRE}).replace(
+        'ew:name "fire" ;', 'ew:name "fire" ; ew:severity "critical" ; ew:message "Fire in {room}: level {level}, '
+                            'sensor {s}" ;')
+    path = tmp_path / "unbound.trig"
+    path.write_text(text)
+    reason = agent_reason(text)
+    assert reason == "pattern fire: its message names ?s, which the pattern does not bind (it binds ?room, ?level)"
+    result = push(config, "--gateway", "gw1", str(path))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"refused, nothing published: {path}: {reason}" in result.stderr, result.stderr
+    assert retained_config(mqtt_broker, "gw1") is None
+    # Without {s} the same document is signed and published.
+    path.write_text(text.replace(", sensor {s}", ""))
+    result = push(config, "--gateway", "gw1", "--timeout", "1", str(path))
+    assert "refused" not in result.stderr and retained_config(mqtt_broker, "gw1") is not None, result.stderr
+
+
 def test_a_document_version_other_than_the_one_given_is_not_published(tmp_path, mqtt_broker):
     """A document naming its own ew:version is only good for that version: the gateway's push fails, recorded
     with the agent's reason, and nothing is signed or published."""
