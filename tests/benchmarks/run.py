@@ -6,6 +6,7 @@ means a target measured as a ratio against its in-run baseline was missed.
 """
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import sys
 import time
@@ -15,9 +16,16 @@ HERE = Path(__file__).resolve().parent
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    quick = "--quick" in args
-    names = [a for a in args if not a.startswith("-")]
+    known = [path.stem[len("bench_"):] for path in sorted(HERE.glob("bench_*.py"))]
+    parser = argparse.ArgumentParser(description="Run the benchmarks (all, or those named), each beside its "
+                                                 "baseline measured in the same run.")
+    parser.add_argument("--quick", action="store_true", help="each benchmark's short form")
+    parser.add_argument("names", nargs="*", metavar="name", help=f"one of: {', '.join(known)} (default: all)")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    quick, names = args.quick, args.names
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        parser.error(f"no benchmark named {', '.join(unknown)} (known: {', '.join(known)})")
     sys.path.insert(0, str(HERE))
     failures = []
     for path in sorted(HERE.glob("bench_*.py")):
