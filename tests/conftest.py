@@ -94,3 +94,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     slow_files = {item.path for item in items if item.get_closest_marker("slow") is not None}
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: (item.path not in slow_files, rank.get(item.path.name, len(rank))))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """With the reference data present, a reference-data test may not skip: a skip then
+    means a file is missing or a test no longer finds its data, which must be seen."""
+    outcome = yield
+    report = outcome.get_result()
+    if not report.skipped or item.get_closest_marker("reference_data") is None:
+        return
+    root = reference_data_dir()
+    if root is None:
+        return
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    report.outcome = "failed"
+    report.longrepr = (f"skipped although the reference data directory {root} is there: {reason}\n"
+                       "(python3 scripts/fetch-reference-data.py --verify names what is missing)")
