@@ -147,23 +147,24 @@ def total_events(db_path: Path) -> int:
     return total
 
 
+# The count tables the job keeps, each read as its key columns then its count.
+COUNT_QUERIES = {
+    "matches_per_minute": "SELECT gateway, pattern, minute_ms, count FROM matches_per_minute",
+    "binding_values": "SELECT pattern, variable, value, count FROM binding_values",
+    "significant_per_minute": "SELECT gateway, sensor, property, minute_ms, count FROM significant_per_minute",
+    "delay_per_minute": "SELECT minute_ms, kind, count FROM delay_per_minute",
+}
+
+
 def aggregate_counts(db_path: Path) -> dict[str, dict]:
     """Every count the job keeps, by table, keyed as cloud_workload.Workload.expected_counts."""
-    tables = {
-        "matches_per_minute": "SELECT gateway, pattern, minute_ms, count FROM matches_per_minute",
-        "binding_values": "SELECT pattern, variable, value, count FROM binding_values",
-        "significant_per_minute": "SELECT gateway, sensor, property, minute_ms, count FROM significant_per_minute",
-        "delay_per_minute": "SELECT minute_ms, kind, count FROM delay_per_minute",
-    }
-    return {name: {tuple(row[:-1]): row[-1] for row in query(db_path, sql)} for name, sql in tables.items()}
+    return {name: {tuple(row[:-1]): row[-1] for row in query(db_path, sql)} for name, sql in COUNT_QUERIES.items()}
 
 
 def aggregates_snapshot(db_path: Path) -> dict[str, list[tuple]]:
     """Every aggregate table, sorted, for exact comparisons between runs."""
     tables = {
-        "matches_per_minute": "SELECT gateway, pattern, minute_ms, count FROM matches_per_minute",
-        "binding_values": "SELECT pattern, variable, value, count FROM binding_values",
-        "significant_per_minute": "SELECT gateway, sensor, property, minute_ms, count FROM significant_per_minute",
+        **COUNT_QUERIES,
         "delay_histogram": "SELECT minute_ms, kind, bucket_ms, count FROM delay_histogram",
         "delay_per_minute": "SELECT minute_ms, kind, count, sum_ms, min_ms, max_ms, p50_ms, p95_ms FROM delay_per_minute",
     }
