@@ -465,7 +465,8 @@ _ARITY = {
     "ISIRI": (1, 1), "ISURI": (1, 1), "ISLITERAL": (1, 1), "ISBLANK": (1, 1), "ISNUMERIC": (1, 1),
     "SAMETERM": (2, 2), "LANGMATCHES": (2, 2), "CONTAINS": (2, 2), "STRSTARTS": (2, 2),
     "STRENDS": (2, 2), "STRLEN": (1, 1), "UCASE": (1, 1), "LCASE": (1, 1), "ABS": (1, 1),
-    "ISTRIPLE": (1, 1),
+    "ISTRIPLE": (1, 1), "IF": (3, 3), "COALESCE": (1, 64), "CONCAT": (0, 64), "ROUND": (1, 1),
+    "CEIL": (1, 1), "FLOOR": (1, 1),
 }
 BUILTINS = frozenset(_ARITY)
 
@@ -702,7 +703,16 @@ class _Compiler:
         if name == "SAMETERM":
             a, b = self.term(args[0]), self.term(args[1])
             return lambda row: a(row) == b(row)
+        if name == "IF":
+            test, then, otherwise = (self.value(arg) for arg in args)
+            return lambda row: then(row) if ebv(test(row)) else otherwise(row)
+        if name == "COALESCE":
+            return self._coalesce([self.value(arg) for arg in args])
         values = [self.value(arg) for arg in args]
+        if name == "CONCAT":
+            return self._concat(values)
+        if name in ("ROUND", "CEIL", "FLOOR"):
+            return self._rounding(name, values[0])
         if name == "ISNUMERIC":
             a = values[0]
             return lambda row: _is_numeric(a(row))
@@ -750,6 +760,45 @@ class _Compiler:
                 raise EvalError("incompatible string arguments")
             return method(_string_of(x), _string_of(y))
         return string_test
+
+    @staticmethod
+    def _coalesce(values: list[Closure]) -> Closure:
+        def coalesce(row: Row) -> Any:
+            for value in values:
+                try:
+                    return value(row)
+                except _EVAL_FAILURES:
+                    continue
+            raise EvalError("COALESCE: every argument is an error")
+        return coalesce
+
+    @staticmethod
+    def _concat(values: list[Closure]) -> Closure:
+        def concat(row: Row) -> Any:
+            parts = [value(row) for value in values]
+            text = "".join(_string_of(part) for part in parts)
+            langs = {part.lang if type(part) is LangString else None for part in parts}
+            if len(langs) == 1 and None not in langs:  # all of one language: the result keeps it
+                return LangString(text, langs.pop())
+            return text
+        return concat
+
+    @staticmethod
+    def _rounding(name: str, inner: Closure) -> Closure:
+        def rounding(row: Row) -> Any:
+            v = inner(row)
+            if not _is_numeric(v):
+                raise EvalError(f"{name} of a non-number")
+            if type(v) is int:
+                return v
+            if name == "ROUND":  # XPath fn:round: halves towards positive infinity
+                r = math.floor(v + Decimal("0.5") if type(v) is Decimal else v + 0.5)
+            else:
+                r = math.ceil(v) if name == "CEIL" else math.floor(v)
+            if type(v) is Decimal:
+                return Decimal(r)
+            return Single(r) if type(v) is Single else float(r)
+        return rounding
 
     def _regex(self, args: list) -> Closure:
         text = self.value(args[0])
@@ -804,7 +853,29 @@ def _datatype(term: str) -> Resource:
     return Resource(datatype or XSD_STRING, "iri")
 
 
-_EVAL_FAILURES = (EvalError, TypeError, ValueError, ArithmeticError, InvalidOperation, OverflowError)
+EVAL_FAILURES = _EVAL_FAILURES = (EvalError, TypeError, ValueError, ArithmeticError, InvalidOperation, OverflowError)
+
+
+def compile_term(expr: Expr, slots: dict[str, int]) -> Callable[[Row], Term | None]:
+    """The expression's value on a row as a canonical term, or None where SPARQL has an
+    error (BIND and a SELECT expression then leave their variable unbound)."""
+    check(expr)
+    compiler = _Compiler(slots)
+    term = compiler.term(expr)
+
+    def evaluate(row: Row) -> Term | None:
+        try:
+            return term(row)
+        except _EVAL_FAILURES:
+            return None
+    return evaluate
+
+
+def compile_value(expr: Expr, slots: dict[str, int]) -> Closure:
+    """The expression's Python value on a row; raises EvalError (and the other evaluation
+    failures in EVAL_FAILURES) where SPARQL has an error. For aggregates and ORDER BY."""
+    check(expr)
+    return _Compiler(slots).value(expr)
 
 
 def compile_filter(expr: Expr, text: str) -> Filter:

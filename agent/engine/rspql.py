@@ -1054,3 +1054,67 @@ def parse_query(text: str, *, default_width_ms: int | None = None) -> Query:
             raise QuerySyntaxError(f"character U+{ord(lone.group()):04X} is a lone UTF-16 surrogate, not a "
                                    "character", line, column, ("a character",))
     return _Parser(text, default_width_ms).query()
+
+
+class RspqlClauses(NamedTuple):
+    """What a query's RSP-QL clauses say, and the SPARQL 1.1 text left when they are taken out.
+
+    ``sparql`` keeps every character position of the original text: the REGISTER and FROM
+    clauses become spaces (their line breaks kept) and each ``WINDOW`` keyword becomes
+    ``GRAPH `` (as long), so an error a SPARQL parser reports on it names the line and column
+    of the text the user wrote."""
+    name: str
+    stream: str  # RSTREAM, ISTREAM or DSTREAM (QUERY and STREAM, C-SPARQL's, are RSTREAM)
+    windows: dict[str, WindowSpec]
+    default_window: str | None  # the C-SPARQL window read by patterns outside WINDOW blocks
+    sparql: str
+
+
+def split_rspql(text: str, *, default_width_ms: int | None = None) -> RspqlClauses:
+    """The RSP-QL clauses of a query (REGISTER, FROM NAMED WINDOW, FROM STREAM, WINDOW blocks)
+    read with this module's parser, and the rest as SPARQL 1.1 for a full SPARQL parser."""
+    parser = _Parser(text, default_width_ms)
+    lexer = parser.lexer
+    blank: list[tuple[int, int]] = []
+    parser.prologue()
+    name, stream = "query", "RSTREAM"
+    register = parser.accept_word("REGISTER")
+    if register:
+        kind = parser.expect_word("RSTREAM", "ISTREAM", "DSTREAM", "QUERY", "STREAM",
+                                  what="RSTREAM, ISTREAM, DSTREAM or QUERY")
+        stream = kind.text.upper() if kind.text.upper() in ("ISTREAM", "DSTREAM") else "RSTREAM"
+        name = parser.query_name()
+        end = parser.expect_word("AS").end
+        blank.append((register.pos, end))
+        parser.prologue()
+    depth = 0
+    while True:  # the SELECT clause, up to the dataset clauses or the WHERE clause
+        token = lexer.peek()
+        if token.kind == "EOF" or (depth == 0 and (token.is_word("FROM", "WHERE") or token.is_punct("{"))):
+            break
+        depth += token.is_punct("(") - token.is_punct(")")
+        lexer.next()
+    while lexer.peek().is_word("FROM"):
+        start = lexer.peek().pos
+        parser.dataset_clause()
+        following = lexer.peek()
+        blank.append((start, following.pos if following.kind != "EOF" else len(text)))
+    parser.finish_default_window()
+    windows: list[int] = []
+    while True:
+        token = lexer.next()
+        if token.kind == "EOF":
+            break
+        if token.is_word("WINDOW"):
+            windows.append(token.pos)
+            if lexer.peek().kind == "VAR":
+                raise parser.error("WINDOW with a variable is not supported; name a declared window",
+                                   lexer.peek(), ("a window name",))
+    chars = list(text)
+    for start, end in blank:
+        for i in range(start, end):
+            if chars[i] not in "\r\n":
+                chars[i] = " "
+    for pos in windows:
+        chars[pos:pos + 6] = "GRAPH "
+    return RspqlClauses(name, stream, dict(parser.windows), parser.default_window, "".join(chars))

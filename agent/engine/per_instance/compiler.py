@@ -1,0 +1,268 @@
+"""rdflib's SPARQL algebra compiled into a per-instance network.
+
+The part of the query below GROUP BY (or all of it, without aggregates) becomes nodes
+that follow the windows' content incrementally; what acts on the result as a whole
+(expressions over aggregates, HAVING, projection, ORDER BY, DISTINCT, LIMIT/OFFSET)
+becomes the read-off chain (``modifiers``). ``WINDOW w { }`` reaches this module as
+``GRAPH w { }``: its patterns read window w's content.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from rdflib import URIRef, Variable
+from rdflib.plugins.sparql.parserutils import CompValue
+
+from .. import filters
+from .aggregate_node import AggregateNode, AggregateSpec
+from .aggregates import AGGREGATES
+from .constant_node import ConstantNode
+from .expressions import UnsupportedQuery, expression, term
+from .extend_node import ExtendNode
+from .filter_node import FilterNode
+from .join_node import JoinNode
+from .modifiers import ReadOff
+from .negative_node import EXISTS, MINUS, NOT_EXISTS, NegativeNode
+from .optional_node import OptionalNode
+from .pattern_node import PatternNode
+from .solutions import Node
+from .union_node import UnionNode
+
+_MODIFIERS = ("Slice", "Project", "Distinct", "Reduced", "OrderBy")
+
+
+@dataclass
+class Network:
+    """The compiled query: where triples enter, where the result is read."""
+    patterns: list[PatternNode] = field(default_factory=list)
+    constants: list[ConstantNode] = field(default_factory=list)
+    root: Optional[Node] = None  # the incremental part's top
+    aggregate: Optional[AggregateNode] = None  # the root, when the query aggregates
+    read_off: Optional[ReadOff] = None
+    projection: tuple[str, ...] = ()
+
+
+def _text_of(expr: Any) -> str:
+    return str(expr)[:80]
+
+
+class Compiler:
+    def __init__(self, windows: dict[str, Any], default_dataset: Optional[str]):
+        self.windows = windows
+        self.default_dataset = default_dataset  # what patterns outside any WINDOW read
+        self.network = Network()
+
+    # ---------------------------------------------------------------- the query
+    def query(self, algebra: CompValue) -> Network:
+        if algebra.name != "SelectQuery":
+            raise UnsupportedQuery(f"{algebra.name} is not supported: a query is a SELECT query")
+        modifiers: list[CompValue] = []
+        node = algebra.p
+        while node.name in _MODIFIERS or (node.name in ("Extend", "Filter") and _aggregates_below(node)):
+            modifiers.append(node)
+            node = node.p
+        if node.name == "Join" and _aggregates_below(node):
+            raise UnsupportedQuery("VALUES after GROUP BY is not supported")
+        network = self.network
+        if node.name == "AggregateJoin":
+            network.aggregate = self.aggregate(node)
+            network.root = network.aggregate
+        else:
+            network.root = self.pattern(node, self.default_dataset)
+        read_off = ReadOff(network.root.variables)
+        for modifier in reversed(modifiers):
+            self.modifier(read_off, modifier)
+        network.read_off = read_off
+        network.projection = tuple(str(v) for v in algebra.PV)
+        return network
+
+    def modifier(self, read_off: ReadOff, node: CompValue) -> None:
+        name = node.name
+        if name == "Extend":
+            read_off.extend(str(node.var), expression(node.expr))
+        elif name == "Filter":
+            read_off.filter(self.plain_expression(node.expr), _text_of(node.expr))
+        elif name == "Project":
+            read_off.project([str(v) for v in node.PV])
+        elif name in ("Distinct", "Reduced"):
+            read_off.distinct()
+        elif name == "OrderBy":
+            conditions = []
+            for condition in node.expr:
+                if isinstance(condition, CompValue) and condition.name == "OrderCondition":
+                    conditions.append((expression(condition.expr), condition.order == "DESC"))
+                else:
+                    conditions.append((expression(condition), False))
+            read_off.order_by(conditions)
+        elif name == "Slice":
+            read_off.slice(node.start or 0, node.length)
+
+    def aggregate(self, node: CompValue) -> AggregateNode:
+        group = node.p
+        child = self.pattern(group.p, self.default_dataset)
+        keys = []
+        for key in group.expr or ():
+            keys.append(filters.compile_term(expression(key), child.slots))
+        specs = []
+        for aggregate in node.A:
+            function = aggregate.name[len("Aggregate_"):]
+            if function not in AGGREGATES:
+                raise UnsupportedQuery(f"aggregate {function.upper()} is not supported")
+            argument = None
+            if aggregate.vars != "*":
+                argument = filters.compile_term(expression(aggregate.vars), child.slots)
+            separator = str(aggregate.separator) if aggregate.get("separator") is not None else " "
+            specs.append(AggregateSpec(function, aggregate.get("distinct") == "DISTINCT", argument,
+                                       str(aggregate.res), separator))
+        return AggregateNode(child, keys, specs, implicit=not group.expr)
+
+    # ---------------------------------------------------------------- graph patterns
+    def pattern(self, node: CompValue, dataset: Optional[str]) -> Node:
+        name = node.name
+        if name == "BGP":
+            return self.bgp(node.triples, dataset)
+        if name == "Join":
+            left, right = self.pattern(node.p1, dataset), self.pattern(node.p2, dataset)
+            if _is_unit(left):
+                self._forget(left)
+                return right
+            if _is_unit(right):
+                self._forget(right)
+                return left
+            return JoinNode(left, right)
+        if name == "LeftJoin":
+            left, right = self.pattern(node.p1, dataset), self.pattern(node.p2, dataset)
+            optional = OptionalNode(left, right)
+            if node.expr is not None and getattr(node.expr, "name", None) != "TrueFilter":
+                optional.bind_condition(filters.compile_filter(self.plain_expression(node.expr),
+                                                               _text_of(node.expr)).bind)
+            return optional
+        if name == "Minus":
+            return NegativeNode(self.pattern(node.p1, dataset), self.pattern(node.p2, dataset), MINUS)
+        if name == "Union":
+            return UnionNode(self.pattern(node.p1, dataset), self.pattern(node.p2, dataset))
+        if name == "Filter":
+            return self.filter(node, dataset)
+        if name == "Extend":
+            child = self.pattern(node.p, dataset)
+            variable = str(node.var)
+            if variable in child.slots:
+                raise UnsupportedQuery(f"BIND assigns ?{variable}, which is already bound in its group")
+            tree = expression(node.expr)
+            return ExtendNode(child, variable, lambda slots: filters.compile_term(tree, slots))
+        if name == "Graph":
+            if not isinstance(node.term, URIRef):
+                raise UnsupportedQuery("WINDOW (or GRAPH) with a variable is not supported; name a declared window")
+            window = term(node.term)
+            if window not in self.windows:
+                declared = ", ".join(self.windows) or "none"
+                raise UnsupportedQuery(f"window {window} is not declared with FROM NAMED WINDOW (declared: {declared})")
+            return self.pattern(node.p, window)
+        if name == "ToMultiSet":
+            return self.values(node.p)
+        if name in _MODIFIERS or name in ("AggregateJoin", "Group"):
+            raise UnsupportedQuery("subqueries are not supported")
+        raise UnsupportedQuery(f"{name} is not supported")
+
+    def bgp(self, triples: list, dataset: Optional[str]) -> Node:
+        if not triples:
+            return self._unit()
+        nodes = []
+        for triple in triples:
+            try:
+                nodes.append(PatternNode(tuple(term(t) for t in triple), dataset))
+            except UnsupportedQuery:
+                raise UnsupportedQuery("property paths are not supported; write one triple pattern per step") from None
+        self.network.patterns.extend(nodes)
+        # join in an order where each pattern shares a variable with those before it, if it can
+        ordered = [nodes.pop(0)]
+        bound = set(ordered[0].variables)
+        while nodes:
+            pick = next((n for n in nodes if bound & set(n.variables)), nodes[0])
+            nodes.remove(pick)
+            ordered.append(pick)
+            bound |= set(pick.variables)
+        result: Node = ordered[0]
+        for node in ordered[1:]:
+            result = JoinNode(result, node)
+        return result
+
+    def filter(self, node: CompValue, dataset: Optional[str]) -> Node:
+        plain, negations = [], []
+        for conjunct in _conjuncts(node.expr):
+            if isinstance(conjunct, CompValue) and conjunct.name in ("Builtin_EXISTS", "Builtin_NOTEXISTS"):
+                negations.append((conjunct.graph, EXISTS if conjunct.name == "Builtin_EXISTS" else NOT_EXISTS))
+            elif (isinstance(conjunct, CompValue) and conjunct.name == "UnaryNot"
+                  and getattr(conjunct.expr, "name", None) in ("Builtin_EXISTS", "Builtin_NOTEXISTS")):
+                inner = conjunct.expr
+                negations.append((inner.graph, NOT_EXISTS if inner.name == "Builtin_EXISTS" else EXISTS))
+            else:
+                plain.append(conjunct)
+        result = self.pattern(node.p, dataset)
+        for graph, kind in negations:
+            inner_filter = None
+            if graph.name == "Filter" and not _mentions_exists(graph.expr):
+                inner_filter, graph = graph.expr, graph.p
+            negative = NegativeNode(result, self.pattern(graph, dataset), kind)
+            if inner_filter is not None:
+                negative.bind_condition(filters.compile_filter(expression(inner_filter), _text_of(inner_filter)).bind)
+            result = negative
+        if plain:
+            tree = expression(plain[0])
+            for more in plain[1:]:
+                tree = ("and", tree, expression(more))
+            result = FilterNode(result, filters.compile_filter(tree, _text_of(node.expr)).bind)
+        return result
+
+    def plain_expression(self, expr: Any):
+        if _mentions_exists(expr):
+            raise UnsupportedQuery("EXISTS is not supported here; write FILTER EXISTS { ... } in a group")
+        return expression(expr)
+
+    def values(self, node: CompValue) -> Node:
+        rows = node.res or []
+        variables = list(dict.fromkeys(str(v) for row in rows for v in row))
+        table = [tuple(term(row[Variable(v)]) if Variable(v) in row else None for v in variables) for row in rows]
+        constant = ConstantNode(variables, table)
+        self.network.constants.append(constant)
+        return constant
+
+    def _unit(self) -> ConstantNode:
+        unit = ConstantNode((), [()])
+        self.network.constants.append(unit)
+        return unit
+
+    def _forget(self, node: Node) -> None:
+        self.network.constants.remove(node)
+
+
+def _is_unit(node: Node) -> bool:
+    return isinstance(node, ConstantNode) and not node.variables and node.rows == [()]
+
+
+def _conjuncts(expr: Any) -> list:
+    if isinstance(expr, CompValue) and expr.name == "ConditionalAndExpression":
+        out = _conjuncts(expr.expr)
+        for other in expr.other or ():
+            out.extend(_conjuncts(other))
+        return out
+    return [expr]
+
+
+def _mentions_exists(expr: Any) -> bool:
+    if isinstance(expr, CompValue):
+        if expr.name in ("Builtin_EXISTS", "Builtin_NOTEXISTS"):
+            return True
+        return any(_mentions_exists(v) for k, v in expr.items() if k != "_vars")
+    if isinstance(expr, list):
+        return any(_mentions_exists(v) for v in expr)
+    return False
+
+
+def _aggregates_below(node: Any) -> bool:
+    if isinstance(node, CompValue):
+        if node.name == "AggregateJoin":
+            return True
+        return any(_aggregates_below(node.get(k)) for k in ("p", "p1", "p2"))
+    return False

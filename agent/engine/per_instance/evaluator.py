@@ -1,0 +1,260 @@
+"""Per-instance evaluation of one query: triples in, one result per reported window instance out.
+
+The stream is pushed triple by triple, as in continuous matching. Each triple (and what the
+schema entails from it: the same epsilon-network as continuous matching, one hop through
+flattened links) waits in the windows of its stream; when stream time reaches an
+instance's end, every window moves to its latest closed instance, the network takes the
+content that left and entered, and the result is read off.
+
+Report policies (``report=``): ``non-empty`` (default; C-SPARQL's and SPARQLStream's
+behaviour in CSRBench): an instance is reported when some window of the query holds a
+triple; ``window-close``: every instance from the first triple on; ``on-change``: when the
+result differs from the last one reported. Stream kinds: RSTREAM reports the instance's
+solutions; ISTREAM those not in the last reported result, DSTREAM those of the last
+reported result not in this one, both as multiset differences (a solution present twice
+before and three times now is reported once by ISTREAM).
+
+A triple older than the end of the last closed instance is *late*: counted in
+``late_triples`` and still admitted to the instances not yet closed that hold its time.
+``lateness_ms`` delays closing an instance by that much stream time, for streams whose
+triples arrive a little out of order.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Iterable, NamedTuple, Optional
+
+from ..epsilon import EpsilonNetwork, Schema
+from ....shared.vocab import RDF_TYPE
+from .front import InstanceQuery, parse_instance_query
+from .pattern_node import PatternNode
+from .windows import WindowContent
+
+REPORT_POLICIES = ("non-empty", "window-close", "on-change")
+Triple = tuple
+
+
+class InstanceResult(NamedTuple):
+    query: str
+    start: int
+    end: int
+    stream: str
+    rows: list  # of {variable: N-Triples term}; an unbound variable is absent
+
+    def as_json(self) -> dict:
+        return {"query": self.query, "window": {"start": self.start, "end": self.end},
+                "stream": self.stream, "rows": self.rows}
+
+
+class _Dataset:
+    """The pattern nodes reading one dataset, indexed by their constant predicate."""
+
+    def __init__(self) -> None:
+        self.by_predicate: dict[str, list[PatternNode]] = {}
+        self.any_predicate: list[PatternNode] = []
+
+    def add(self, node: PatternNode) -> None:
+        if node.predicate is None:
+            self.any_predicate.append(node)
+        else:
+            self.by_predicate.setdefault(node.predicate, []).append(node)
+
+    def apply(self, changes: list) -> None:
+        per_node: dict[int, tuple[PatternNode, list]] = {}
+        for change in changes:
+            for node in self.by_predicate.get(change[0][1], ()):
+                per_node.setdefault(id(node), (node, []))[1].append(change)
+            for node in self.any_predicate:
+                per_node.setdefault(id(node), (node, []))[1].append(change)
+        for node, node_changes in per_node.values():
+            node.activate(node_changes)
+
+
+class InstanceEvaluator:
+    def __init__(self, query: InstanceQuery | str, schema: Iterable[Triple] = (), *, entailment: bool = True,
+                 report: str = "non-empty", lateness_ms: int = 0, default_width_ms: Optional[int] = None):
+        if isinstance(query, str):
+            query = parse_instance_query(query, default_width_ms=default_width_ms)
+        if report not in REPORT_POLICIES:
+            raise ValueError(f"report policy {report!r}: expected one of {', '.join(REPORT_POLICIES)}")
+        self.query = query
+        self.report = report
+        self.lateness_ms = lateness_ms
+        self.network = query.compile()
+        self.windows = {name: WindowContent(spec.width_ms, spec.step_ms or spec.width_ms)
+                        for name, spec in query.windows.items()}
+        self.with_static = [name for name, spec in query.windows.items() if spec.with_static]
+        self.readers: dict[str, list[str]] = {}  # stream -> the windows reading it
+        for name, spec in query.windows.items():
+            for stream in spec.streams():
+                self.readers.setdefault(stream, []).append(name)
+        self.datasets: dict[Optional[str], _Dataset] = {}
+        for node in self.network.patterns:
+            self.datasets.setdefault(node.dataset, _Dataset()).add(node)
+        self.epsilon = self._epsilon(schema) if entailment else None
+        self.static_copies: dict[Triple, None] = {}
+        self.result: Counter = Counter()  # the root's solutions, without aggregates
+        if self.network.aggregate is None:
+            self.network.root.connect(self._collect)
+        for constant in self.network.constants:
+            constant.start()
+        self.stream_time = -1
+        self.closed_until = -1  # the end of the last closed instance
+        self.previous: Optional[Counter] = None  # the last reported result (ISTREAM, DSTREAM, on-change)
+        self.last_was_empty = True
+        self.triples_in = 0
+        self.late_triples = 0
+        self.instances_closed = 0
+        self.instances_reported = 0
+
+    # ------------------------------------------------------------------ input
+    def _epsilon(self, schema: Iterable[Triple]) -> Optional[EpsilonNetwork]:
+        triples = list(schema)
+        if not triples:
+            return None
+        classes, properties, all_classes, all_properties = set(), set(), False, False
+        for node in self.network.patterns:
+            _, p, o = node.pattern
+            if p.startswith("?"):
+                all_classes = all_properties = True
+            elif p == RDF_TYPE:
+                if o.startswith("?"):
+                    all_classes = True
+                else:
+                    classes.add(o)
+            else:
+                properties.add(p)
+        return EpsilonNetwork(Schema.from_triples(triples), classes, properties, all_classes, all_properties)
+
+    def _entailed(self, triple: Triple) -> list[Triple]:
+        if self.epsilon is None:
+            return [triple]
+        return [triple, *self.epsilon.entail(triple)]
+
+    def add_static(self, triples: Iterable[Triple]) -> None:
+        """Background triples: the default graph of an RSP-QL query, and part of every
+        C-SPARQL (FROM STREAM) window."""
+        entering = []
+        for triple in triples:
+            for t in self._entailed(triple):
+                if t not in self.static_copies:
+                    self.static_copies[t] = None
+                    entering.append((t, 1))
+        if not entering:
+            return
+        if None in self.datasets:
+            self.datasets[None].apply(entering)
+        for name in self.with_static:
+            window = self.windows[name]
+            changes = []
+            for triple, _ in entering:
+                before = window.copies.get(triple, 0)
+                window.copies[triple] = before + 1
+                if not before:
+                    changes.append((triple, 1))
+            if name in self.datasets:
+                self.datasets[name].apply(changes)
+
+    def push(self, triple: Triple, ts: int, stream: Optional[str] = None) -> list[InstanceResult]:
+        """One streamed triple; the instances its time closes, reported first."""
+        results = self.advance(ts)
+        self.triples_in += 1
+        if ts < self.closed_until:
+            self.late_triples += 1
+        names = self.windows if stream is None else self.readers.get(stream, ())
+        for t in self._entailed(triple):
+            for name in names:
+                self.windows[name].add(ts, t)
+        return results
+
+    def advance(self, now: int) -> list[InstanceResult]:
+        """Stream time is ``now`` (a triple's time, or the wall clock of an idle gateway):
+        close every instance that ends by it."""
+        if now > self.stream_time:
+            self.stream_time = now
+        results: list[InstanceResult] = []
+        horizon = self.stream_time - self.lateness_ms
+        while True:
+            instant = self._next_instant()
+            if instant is None or instant > horizon:
+                return results
+            result = self._close(instant)
+            if result is not None:
+                results.append(result)
+
+    def finish(self) -> list[InstanceResult]:
+        """The end of the input: close every instance that holds a triple."""
+        results: list[InstanceResult] = []
+        while any(w.content or w.pending for w in self.windows.values()):
+            instant = self._next_instant()
+            if instant is None:
+                break
+            result = self._close(instant)
+            if result is not None:
+                results.append(result)
+        return results
+
+    # ------------------------------------------------------------------ instances
+    def _next_instant(self) -> Optional[int]:
+        skip = self.report == "non-empty" or (self.report == "on-change" and self.last_was_empty)
+        ends = [end for end in (w.next_end(skip) for w in self.windows.values()) if end is not None]
+        return min(ends) if ends else None
+
+    def _close(self, instant: int) -> Optional[InstanceResult]:
+        start = instant
+        for name, window in self.windows.items():
+            end = window.latest_end(instant)
+            if end is None:
+                continue
+            if end != window.end:
+                changes = window.move_to(end)
+                if changes and name in self.datasets:
+                    self.datasets[name].apply(changes)
+            start = min(start, window.start)
+        self.closed_until = instant
+        self.instances_closed += 1
+        empty = not any(w.content for w in self.windows.values())
+        self.last_was_empty = empty
+        if empty and self.report == "non-empty":
+            return None
+        rows = self._read_off()
+        current = Counter(rows)
+        if self.report == "on-change" and self.previous is not None and current == self.previous:
+            return None
+        previous, self.previous = self.previous or Counter(), current
+        if self.query.stream == "ISTREAM":
+            rows = _difference(rows, previous)
+        elif self.query.stream == "DSTREAM":
+            rows = _difference(list(previous.elements()), current)
+        self.instances_reported += 1
+        variables = self.network.read_off.variables
+        return InstanceResult(self.query.name, start, instant, self.query.stream,
+                              [{v: t for v, t in zip(variables, row) if t is not None} for row in rows])
+
+    def _read_off(self) -> list:
+        if self.network.aggregate is not None:
+            rows = self.network.aggregate.rows()
+        else:
+            rows = [row for row, weight in self.result.items() for _ in range(weight)]
+        return self.network.read_off(rows)
+
+    def _collect(self, delta: list) -> None:
+        result = self.result
+        for row, weight in delta:
+            total = result[row] + weight
+            if total:
+                result[row] = total
+            else:
+                del result[row]
+
+
+def _difference(rows: list, minus: Counter) -> list:
+    """``rows`` without as many copies of each solution as ``minus`` holds, in order."""
+    left = Counter(minus)
+    out = []
+    for row in rows:
+        if left[row] > 0:
+            left[row] -= 1
+        else:
+            out.append(row)
+    return out

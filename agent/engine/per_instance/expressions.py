@@ -1,0 +1,114 @@
+"""SPARQL expressions from rdflib's algebra as the expression trees ``filters`` compiles.
+
+rdflib parses the query; evaluation stays edgewave's own (``filters``: closures over rows of
+canonical N-Triples terms, no rdflib objects per solution). A function the engine does not
+evaluate is refused here, by name, when the query is registered.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from rdflib import BNode, Literal, URIRef, Variable
+from rdflib.plugins.sparql.parserutils import CompValue
+
+from ....shared.ntriples import make_iri, make_literal
+from .. import filters
+from ..filters import Expr
+
+XSD = "http://www.w3.org/2001/XMLSchema#"
+
+
+class UnsupportedQuery(ValueError):
+    """A construct the per-instance evaluator does not implement; the message names it."""
+
+
+def term(node: Any) -> str:
+    """An rdflib term as a canonical N-Triples term; a blank node in a pattern is a variable."""
+    if isinstance(node, URIRef):
+        return make_iri(str(node))
+    if isinstance(node, Literal):
+        datatype = str(node.datatype) if node.datatype is not None else None
+        return make_literal(str(node), datatype=datatype, lang=node.language)
+    if isinstance(node, Variable):
+        return "?" + str(node)
+    if isinstance(node, BNode):
+        return "?_:" + str(node)
+    raise UnsupportedQuery(f"{type(node).__name__} terms are not supported")
+
+
+# Builtins whose rdflib argument names, in order, are the function's arguments.
+_ARGUMENTS = {
+    "REGEX": ("text", "pattern", "flags"), "IF": ("arg1", "arg2", "arg3"),
+    "sameTerm": ("arg1", "arg2"), "LANGMATCHES": ("arg1", "arg2"), "CONTAINS": ("arg1", "arg2"),
+    "STRSTARTS": ("arg1", "arg2"), "STRENDS": ("arg1", "arg2"),
+}
+_LIST_ARGUMENT = ("COALESCE", "CONCAT")
+_RELATIONAL = ("=", "!=", "<", ">", "<=", ">=")
+
+
+def expression(node: Any) -> Expr:
+    """The expression tree for an rdflib expression node."""
+    if isinstance(node, Variable):
+        return ("var", str(node))
+    if isinstance(node, (URIRef, Literal)):
+        return ("const", term(node))
+    if not isinstance(node, CompValue):
+        raise UnsupportedQuery(f"expression {node!r} is not supported")
+    name = node.name
+    if name in ("ConditionalOrExpression", "ConditionalAndExpression"):
+        op = "or" if name == "ConditionalOrExpression" else "and"
+        result = expression(node.expr)
+        for other in node.other or ():
+            result = (op, result, expression(other))
+        return result
+    if name == "RelationalExpression":
+        left = expression(node.expr)
+        if node.op in ("IN", "NOT IN"):
+            return ("in", left, [expression(item) for item in node.other], node.op == "NOT IN")
+        if node.op not in _RELATIONAL:
+            raise UnsupportedQuery(f"operator {node.op} is not supported")
+        return ("cmp", node.op, left, expression(node.other))
+    if name in ("AdditiveExpression", "MultiplicativeExpression"):
+        result = expression(node.expr)
+        for op, other in zip(node.op or (), node.other or ()):
+            result = ("arith", op, result, expression(other))
+        return result
+    if name == "UnaryNot":
+        return ("not", expression(node.expr))
+    if name == "UnaryMinus":
+        return ("neg", expression(node.expr))
+    if name == "UnaryPlus":
+        return ("pos", expression(node.expr))
+    if name == "Function":
+        iri = str(node.iri)
+        args = [expression(arg) for arg in node.expr or ()]
+        if iri.startswith(XSD) and len(args) == 1 and iri in filters.CAST_DATATYPES:
+            return ("cast", iri, args[0])
+        raise UnsupportedQuery(f"function <{iri}> is not supported")
+    if name in ("Builtin_EXISTS", "Builtin_NOTEXISTS"):
+        raise UnsupportedQuery("EXISTS inside an expression is not supported; write FILTER EXISTS { ... } "
+                               "or FILTER NOT EXISTS { ... } on its own or joined with &&")
+    if name.startswith("Builtin_"):
+        return _builtin(name[len("Builtin_"):], node)
+    raise UnsupportedQuery(f"{name} is not supported")
+
+
+def _builtin(function: str, node: CompValue) -> Expr:
+    upper = function.upper()
+    if upper not in filters.BUILTINS:
+        raise UnsupportedQuery(f"function {upper} is not supported")
+    if function in _ARGUMENTS:
+        args = [node.get(key) for key in _ARGUMENTS[function]]
+        args = [a for a in args if a is not None]
+    elif upper in _LIST_ARGUMENT:
+        args = list(node.arg or ())
+    else:
+        args = [node.arg]
+    if upper == "BOUND" and not isinstance(args[0], Variable):
+        raise UnsupportedQuery("BOUND takes a variable")
+    tree = ("call", upper, [expression(arg) for arg in args])
+    try:
+        filters.check(tree)
+    except filters.FilterCompileError as exc:
+        raise UnsupportedQuery(str(exc)) from None
+    return tree
