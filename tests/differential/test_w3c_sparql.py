@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 from typing import NamedTuple
@@ -44,9 +43,9 @@ from rdflib.namespace import RDF
 
 from edgewave.agent.engine import Engine, parse_query
 from edgewave.agent.engine.query import Query, QuerySyntaxError, WindowSpec
-from edgewave.shared.ntriples import make_iri, make_literal
 from edgewave.shared.rdf_files import read_triples
 from reference_data import reference_data_dir, where
+from sparql_results import Row, expected_rows, same_solutions
 
 SUITE = Path(__file__).resolve().parents[1] / "data" / "w3c-sparql" / "sparql10"
 FOLDERS = ("basic", "triple-match", "expr-builtin", "expr-equals", "expr-ops", "open-world", "type-promotion",
@@ -57,8 +56,6 @@ QT = rdflib.Namespace("http://www.w3.org/2001/sw/DataAccess/tests/test-query#")
 DAWGT = rdflib.Namespace("http://www.w3.org/2001/sw/DataAccess/tests/test-dawg#")
 SD = rdflib.Namespace("http://www.w3.org/ns/sparql-service-description#")
 ENT = rdflib.Namespace("http://www.w3.org/ns/entailment/")
-SRX = "{http://www.w3.org/2005/sparql-results#}"
-XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 
 _OPTIONAL, _UNION, _LIST, _SELECT_EXPR = (
     "OPTIONAL is not supported", "UNION is not supported", "RDF collections are not supported",
@@ -75,7 +72,6 @@ REFUSED = {
     "distinct/distinct-star-1": _UNION,
 }
 
-Row = tuple[tuple[str, str], ...]  # (variable, term) pairs, sorted
 
 
 class Case(NamedTuple):
@@ -134,56 +130,6 @@ SCHEMA_CLOSURE = {
 REFUSED_ENTAILMENT = {**{f"entailment/bind0{i}": "BIND is not supported" for i in range(1, 9)},
                       "entailment/sparqldl-05": "ASK queries are not supported",
                       "entailment/sparqldl-06": "ASK queries are not supported"}
-
-
-def expected_rows(path: Path) -> list[dict[str, str]]:
-    """The solutions of a SPARQL XML results file, as canonical N-Triples terms."""
-    rows = []
-    for result in ET.parse(path).iter(SRX + "result"):
-        row = {}
-        for binding in result.findall(SRX + "binding"):
-            node = binding[0]
-            kind = node.tag.removeprefix(SRX)
-            if kind == "uri":
-                row[binding.get("name")] = make_iri(node.text or "")
-            elif kind == "bnode":
-                row[binding.get("name")] = "_:" + (node.text or "")
-            else:
-                row[binding.get("name")] = make_literal(node.text or "", node.get("datatype"), node.get(XML_LANG))
-        rows.append(row)
-    return rows
-
-
-def same_solutions(got: list[Row], want: list[Row]) -> bool:
-    """Equal as multisets, up to a one-to-one renaming of blank nodes."""
-    if len(got) != len(want):
-        return False
-    if Counter(got) == Counter(want):
-        return True
-    remaining = sorted(want)
-
-    def extend(i: int, ours: dict[str, str], theirs: dict[str, str]) -> bool:
-        if i == len(got):
-            return True
-        for j, candidate in enumerate(remaining):
-            if candidate is None or [v for v, _ in candidate] != [v for v, _ in got[i]]:
-                continue
-            new_ours, new_theirs, fits = dict(ours), dict(theirs), True
-            for (_, a), (_, b) in zip(got[i], candidate):
-                if a.startswith("_:") and b.startswith("_:"):
-                    fits = new_ours.setdefault(a, b) == b and new_theirs.setdefault(b, a) == a
-                else:
-                    fits = a == b
-                if not fits:
-                    break
-            if fits:
-                remaining[j] = None
-                if extend(i + 1, new_ours, new_theirs):
-                    return True
-                remaining[j] = candidate
-        return False
-
-    return extend(0, {}, {})
 
 
 def as_stream_query(query: Query) -> Query:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from rdflib import URIRef, Variable
+from rdflib import Literal, URIRef, Variable
 from rdflib.plugins.sparql.parserutils import CompValue
 
 from .. import filters
@@ -85,8 +85,8 @@ class Compiler:
             read_off.filter(self.plain_expression(node.expr), _text_of(node.expr))
         elif name == "Project":
             read_off.project([str(v) for v in node.PV])
-        elif name in ("Distinct", "Reduced"):
-            read_off.distinct()
+        elif name == "Distinct":
+            read_off.distinct()  # REDUCED permits removing duplicates, and removes none here
         elif name == "OrderBy":
             conditions = []
             for condition in node.expr:
@@ -160,6 +160,8 @@ class Compiler:
                 raise UnsupportedQuery(f"window {window} is not declared with FROM NAMED WINDOW (declared: {declared})")
             return self.pattern(node.p, window)
         if name == "ToMultiSet":
+            if node.p.name != "values":
+                raise UnsupportedQuery("subqueries are not supported")
             return self.values(node.p)
         if name in _MODIFIERS or name in ("AggregateJoin", "Group"):
             raise UnsupportedQuery("subqueries are not supported")
@@ -223,7 +225,7 @@ class Compiler:
     def values(self, node: CompValue) -> Node:
         rows = node.res or []
         variables = list(dict.fromkeys(str(v) for row in rows for v in row))
-        table = [tuple(term(row[Variable(v)]) if Variable(v) in row else None for v in variables) for row in rows]
+        table = [tuple(_value_term(row.get(Variable(v))) for v in variables) for row in rows]
         constant = ConstantNode(variables, table)
         self.network.constants.append(constant)
         return constant
@@ -235,6 +237,13 @@ class Compiler:
 
     def _forget(self, node: Node) -> None:
         self.network.constants.remove(node)
+
+
+def _value_term(value: Any) -> Optional[str]:
+    """A VALUES cell: a term, or None for UNDEF (which rdflib gives as something else)."""
+    if isinstance(value, (URIRef, Literal)):
+        return term(value)
+    return None
 
 
 def _is_unit(node: Node) -> bool:

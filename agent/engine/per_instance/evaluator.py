@@ -185,7 +185,7 @@ class InstanceEvaluator:
     def finish(self) -> list[InstanceResult]:
         """The end of the input: close every instance that holds a triple."""
         results: list[InstanceResult] = []
-        while any(w.content or w.pending for w in self.windows.values()):
+        while any(w.holds_unreported() for w in self.windows.values()):
             instant = self._next_instant()
             if instant is None:
                 break
@@ -193,6 +193,12 @@ class InstanceEvaluator:
             if result is not None:
                 results.append(result)
         return results
+
+    def current(self) -> list[dict[str, str]]:
+        """The result over the windows' content as it stands and the static data, read off
+        without closing an instance (for a query whose data is all static)."""
+        variables = self.network.read_off.variables
+        return [{v: t for v, t in zip(variables, row) if t is not None} for row in self._read_off()]
 
     # ------------------------------------------------------------------ instances
     def _next_instant(self) -> Optional[int]:

@@ -29,10 +29,19 @@ class WindowContent:
         self.copies: dict[Triple, int] = {}  # triple -> copies in the content
         self.start: Optional[int] = None  # the instance the content is, [start, end)
         self.end: Optional[int] = None
+        self.latest = -1  # the latest timestamp seen
         self._sequence = count()
 
     def add(self, ts: int, triple: Triple) -> None:
         heapq.heappush(self.pending, (ts, next(self._sequence), triple))
+        if ts > self.latest:
+            self.latest = ts
+
+    def holds_unreported(self) -> bool:
+        """Whether an instance not yet closed would hold a triple that has arrived."""
+        if self.pending:
+            return True
+        return bool(self.content) and self.latest >= self.end + self.step - self.width
 
     def empty(self) -> bool:
         return not self.content and not self.pending
