@@ -22,8 +22,20 @@
   memories, join nodes, windows, productions, what the queries share, what the schema
   entails into each memory) and stop; no stream is read.
 
+* ``--per-instance``: evaluate every query on each window instance. Without it, a
+  conjunctive query is matched continuously and a query that needs a window's content
+  as a whole (aggregates, OPTIONAL, negation, UNION, BIND, VALUES, expressions in SELECT,
+  solution modifiers, REGISTER ISTREAM/DSTREAM) is evaluated per instance.
+* ``--report non-empty|window-close|on-change``: which instances a per-instance query
+  reports (default ``non-empty``); ``--lateness DURATION``: how long past its end an
+  instance waits for late triples (default 0).
+
 Output: ``{"pattern": name, "bindings": {var: N-Triples term}, "start": ms, "end": ms}``
-per line on stdout, written in batches. On stderr, a summary (key=value): triples in,
+per line on stdout for a continuous match, ``{"query": name, "window": {"start": ms,
+"end": ms}, "stream": "RSTREAM"|"ISTREAM"|"DSTREAM", "rows": [{var: term}, ...]}`` per
+reported instance of a per-instance query (an unbound variable is absent from its row;
+the instances still holding triples at the end of the input are closed then), written in
+batches. On stderr, a summary (key=value): triples in,
 entailed, matches, triples/s, peak memory, and malformed lines (the first ten with their
 line numbers and reasons, and the total). Malformed lines never stop the run.
 Exit status: 0 after a run, 2 for unusable arguments (a missing file, a bad query or
@@ -45,6 +57,7 @@ from itertools import islice
 from typing import IO, Iterator
 
 from edgewave.agent.engine import Engine, Match
+from edgewave.agent.engine.per_instance.evaluator import REPORT_POLICIES
 from edgewave.agent.engine.query import Query
 from edgewave.shared.ntriples import NTriplesError, Triple, clear_term_caches
 from edgewave.shared.rdf_files import RdfFileError, read_text, read_triples
@@ -174,18 +187,20 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], hold: list | None 
         static += load_triples(path, errs)
         static_errors += [(path, e) for e in errs]
 
-    from edgewave.agent.engine import parse_query
+    from edgewave.agent.engine.per_instance import InstanceEvaluator, InstanceQuery, parse_for_evaluation
 
-    queries = []
+    queries: list[Query] = []
+    instance_queries: list[InstanceQuery] = []
     for path in args.query:
         try:
             text = read_text(path)
         except RdfFileError as exc:
             raise UsageError(str(exc)) from None
         try:
-            queries.append(parse_query(text))
+            parsed = parse_for_evaluation(text, per_instance=args.per_instance)
         except ValueError as exc:
             raise UsageError(f"{path}: {exc}") from None
+        (instance_queries if isinstance(parsed, InstanceQuery) else queries).append(parsed)
 
     buffer: list[str] = []
     dumps = json.dumps
@@ -218,6 +233,15 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], hold: list | None 
     if args.explain:
         write(engine.describe())
         return 0
+    evaluators = [InstanceEvaluator(q, schema, entailment=not args.no_entailment, report=args.report,
+                                    lateness_ms=args.lateness) for q in instance_queries]
+    for evaluator in evaluators:
+        evaluator.add_static(static)
+
+    def report(results: list) -> None:
+        for result in results:
+            buffer.append(dumps(result.as_json()))
+
     engine.add_static(static)
     # The engine holds what it needs of these; the term caches hold every IRI of the
     # schema (22,527 classes in the large BSBM one), which the stream rarely names again.
@@ -236,7 +260,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], hold: list | None 
     pushed = 0
     gc.freeze()  # what was loaded stays: the collections below need not walk it
     try:
-        if len(sources) == 1 and sources[0][0] is None:
+        if len(sources) == 1 and sources[0][0] is None and not evaluators:
             _, name, fh = sources[0]
             own: list[NTriplesError] = []
             items = read_recorded(fh, own)
@@ -250,6 +274,11 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], hold: list | None 
         else:
             for ts, triple, stream in _merged(sources, stream_errors):
                 push(triple, ts, stream)
+                for evaluator in evaluators:
+                    report(evaluator.push(triple, ts, stream))
+                if len(buffer) >= BATCH:
+                    write("\n".join(buffer) + "\n")
+                    buffer.clear()
                 pushed += 1
                 if pushed % COLLECT_EVERY == 0:
                     gc.collect()
@@ -257,6 +286,8 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], hold: list | None 
         for _, path, fh in sources:
             if path != "-":
                 fh.close()
+    for evaluator in evaluators:
+        report(evaluator.finish())
     if buffer:
         write("\n".join(buffer) + "\n")
         buffer.clear()
@@ -269,7 +300,9 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], hold: list | None 
     peak_mb = peak_memory_mb()
     _report_errors("static", static_errors, err)
     _report_errors("malformed", stream_errors, err)
-    per_query = " ".join(f"matches[{name}]={n}" for name, n in engine.matches_per_query().items())
+    per_query = " ".join([f"matches[{name}]={n}" for name, n in engine.matches_per_query().items()] +
+                         [f"instances[{e.query.name}]={e.instances_reported} late_triples[{e.query.name}]={e.late_triples}"
+                          for e in evaluators])
     print(
         f"edgewave match: triples_in={engine.triples_in} entailed={engine.entailed} "
         f"matches={engine.matches} malformed={len(stream_errors)} static={len(engine.static_triples())} "
@@ -278,6 +311,15 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], hold: list | None 
         file=err,
     )
     return 0
+
+
+def _milliseconds(text: str) -> int:
+    from edgewave.agent.engine.rspql import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -298,6 +340,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="a recorded stream (<ms>\\t<statement> lines); IRI=FILE feeds only that stream",
     )
     m.add_argument("--no-entailment", action="store_true", help="switch the epsilon-network off")
+    m.add_argument("--per-instance", action="store_true",
+                   help="evaluate every query on each window instance (a conjunctive query is matched continuously "
+                        "otherwise)")
+    m.add_argument("--report", choices=REPORT_POLICIES, default="non-empty",
+                   help="which instances a per-instance query reports (default: non-empty)")
+    m.add_argument("--lateness", type=_milliseconds, default=0, metavar="DURATION",
+                   help="how long past its end an instance stays open for late triples (PT2S, 500ms; default 0)")
     m.add_argument(
         "--explain", action="store_true", help="print the compiled network for the queries and schema, match nothing",
     )

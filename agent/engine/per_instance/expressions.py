@@ -11,7 +11,8 @@ from typing import Any
 from rdflib import BNode, Literal, URIRef, Variable
 from rdflib.plugins.sparql.parserutils import CompValue
 
-from ....shared.ntriples import make_iri, make_literal
+from ....shared.ntriples import make_literal
+from ..rspql import iri_term
 from .. import filters
 from ..filters import Expr
 
@@ -25,7 +26,7 @@ class UnsupportedQuery(ValueError):
 def term(node: Any) -> str:
     """An rdflib term as a canonical N-Triples term; a blank node in a pattern is a variable."""
     if isinstance(node, URIRef):
-        return make_iri(str(node))
+        return iri_term(str(node))  # a relative IRI (a window named <w1>) kept as written
     if isinstance(node, Literal):
         datatype = str(node.datatype) if node.datatype is not None else None
         return make_literal(str(node), datatype=datatype, lang=node.language)

@@ -18,7 +18,7 @@ from ..rspql import RspqlClauses, split_rspql
 from .compiler import Compiler, Network
 from .expressions import UnsupportedQuery
 
-__all__ = ["InstanceQuery", "parse_instance_query"]
+__all__ = ["InstanceQuery", "parse_instance_query", "parse_for_evaluation"]
 
 
 class InstanceQuery(NamedTuple):
@@ -88,4 +88,28 @@ def parse_instance_query(text: str, *, default_width_ms: Optional[int] = None) -
                                "FROM STREAM ... [RANGE ...])", 1, 1, ("FROM",))
     query = InstanceQuery(clauses.name, clauses.stream, clauses.windows, text, clauses)
     query.compile()  # every error now, not at the first instance
+    return query
+
+
+def parse_for_evaluation(text: str, *, per_instance: bool = False,
+                         default_width_ms: Optional[int] = None):
+    """The query for the mode it needs: a conjunctive pattern (``rspql.parse_query``'s Query)
+    keeps continuous matching; a query that needs a window's content as a whole (aggregates,
+    OPTIONAL, negation, UNION, BIND, VALUES, expressions in SELECT, solution modifiers, or
+    REGISTER ISTREAM/DSTREAM) is evaluated per instance, as is every query when
+    ``per_instance`` is asked for. A query neither accepts raises the error of the
+    evaluator that says most: per-instance for a construct continuous matching does not
+    support, the pattern parser's for anything else."""
+    from ..rspql import parse_query
+
+    if per_instance:
+        return parse_instance_query(text, default_width_ms=default_width_ms)
+    try:
+        query = parse_query(text, default_width_ms=default_width_ms)
+    except QuerySyntaxError as refused:
+        if "not supported" not in str(refused):
+            raise
+        return parse_instance_query(text, default_width_ms=default_width_ms)
+    if split_rspql(text, default_width_ms=default_width_ms).stream in ("ISTREAM", "DSTREAM"):
+        return parse_instance_query(text, default_width_ms=default_width_ms)
     return query
