@@ -69,9 +69,10 @@ def _located(message: str, text: str) -> QuerySyntaxError:
              "VALUES": r"\bVALUES\b", "property paths": r"[/|^*+]\s*[<:?a-zA-Z]", "aggregate": r"\b[A-Z_]+\s*\(",
              "function": r"\b[A-Za-z_:]+\s*\(", "BIND": r"\bBIND\b", "window": r"\bWINDOW\b"}
     position = 0
+    body = text.find("{")  # constructs are written in the WHERE clause, after the prologue's IRIs
     for word, pattern in words.items():
         if word in message:
-            found = re.search(pattern, text, re.I)
+            found = re.compile(pattern, re.I).search(text, max(body, 0))
             if found:
                 position = found.start()
                 break
