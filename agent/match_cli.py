@@ -57,7 +57,7 @@ from itertools import islice
 from typing import IO, Iterator
 
 from edgewave.agent.engine import Engine, Match
-from edgewave.agent.engine.per_instance.evaluator import REPORT_POLICIES
+from edgewave.agent.engine.per_instance.reporting import REPORT_POLICIES
 from edgewave.agent.engine.query import Query
 from edgewave.shared.ntriples import NTriplesError, Triple, clear_term_caches
 from edgewave.shared.rdf_files import RdfFileError, read_text, read_triples

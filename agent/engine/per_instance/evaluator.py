@@ -28,9 +28,9 @@ from ..epsilon import EpsilonNetwork, Schema
 from ....shared.vocab import RDF_TYPE
 from .front import InstanceQuery, parse_instance_query
 from .pattern_node import PatternNode
+from .reporting import REPORT_POLICIES
 from .windows import WindowContent
 
-REPORT_POLICIES = ("non-empty", "window-close", "on-change")
 Triple = tuple
 
 

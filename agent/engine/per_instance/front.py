@@ -13,10 +13,13 @@ from __future__ import annotations
 import re
 from typing import NamedTuple, Optional
 
+from typing import TYPE_CHECKING
+
 from ..query import QuerySyntaxError, WindowSpec
 from ..rspql import RspqlClauses, split_rspql
-from .compiler import Compiler, Network
-from .expressions import UnsupportedQuery
+
+if TYPE_CHECKING:
+    from .compiler import Network
 
 __all__ = ["InstanceQuery", "parse_instance_query", "parse_for_evaluation"]
 
@@ -28,8 +31,11 @@ class InstanceQuery(NamedTuple):
     text: str
     clauses: RspqlClauses
 
-    def compile(self) -> Network:
+    def compile(self) -> "Network":
         """A fresh network for this query (each evaluator holds its own state)."""
+        from .compiler import Compiler  # rdflib only for a per-instance query
+        from .expressions import UnsupportedQuery
+
         algebra = _algebra(self.clauses.sparql, self.text)
         try:
             return Compiler(self.windows, self.clauses.default_window).query(algebra)
