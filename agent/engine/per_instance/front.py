@@ -42,10 +42,6 @@ class InstanceQuery(NamedTuple):
         except UnsupportedQuery as exc:
             raise _located(str(exc), self.text) from None
 
-    @property
-    def projection(self) -> tuple[str, ...]:
-        return self.compile().projection
-
 
 def _algebra(sparql: str, text: str):
     from rdflib.plugins.sparql.algebra import translateQuery
