@@ -203,9 +203,7 @@ class Compiler:
                 plain.append(conjunct)
         result = self.pattern(node.p, dataset)
         for graph, kind in negations:
-            inner_filter = None
-            if graph.name == "Filter" and not _mentions_exists(graph.expr):
-                inner_filter, graph = graph.expr, graph.p
+            inner_filter, graph = _top_filter(graph)
             negative = NegativeNode(result, self.pattern(graph, dataset), kind)
             if inner_filter is not None:
                 negative.bind_condition(filters.compile_filter(expression(inner_filter), _text_of(inner_filter)).bind)
@@ -244,6 +242,23 @@ def _value_term(value: Any) -> Optional[str]:
     if isinstance(value, (URIRef, Literal)):
         return term(value)
     return None
+
+
+def _top_filter(pattern: CompValue) -> tuple[Any, CompValue]:
+    """An EXISTS group's own FILTER (through its WINDOW and an empty join) and the pattern
+    without it: the negative node tests it on the outer solution merged with the inner one,
+    which is what substituting the outer solution into the group means for it."""
+    if pattern.name == "Filter" and not _mentions_exists(pattern.expr):
+        return pattern.expr, pattern.p
+    if pattern.name == "Graph":
+        expr, inner = _top_filter(pattern.p)
+        if expr is not None:
+            return expr, CompValue("Graph", term=pattern.term, p=inner)
+    if pattern.name == "Join":
+        for unit, other in ((pattern.p1, pattern.p2), (pattern.p2, pattern.p1)):
+            if unit.name == "BGP" and not unit.triples:
+                return _top_filter(other)
+    return None, pattern
 
 
 def _is_unit(node: Node) -> bool:
