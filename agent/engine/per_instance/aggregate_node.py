@@ -7,7 +7,7 @@ there is one group, present even when empty (``COUNT(*)`` of an empty window is 
 """
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from .aggregates import Aggregate, make_aggregate
 from .solutions import Delta, Node, Row
@@ -16,16 +16,17 @@ from .solutions import Delta, Node, Row
 class AggregateSpec:
     """One aggregate of the query: its function, DISTINCT, its argument, its result variable."""
 
-    def __init__(self, function: str, distinct: bool, argument: Callable[[Row], Optional[str]] | None,
-                 variable: str, separator: str = " "):
+    def __init__(self, function: str, distinct: bool, argument: Callable[[Row], Any] | None,
+                 variable: str, separator: str = " ", by_value: bool = False):
         self.function = function
         self.distinct = distinct
         self.argument = argument  # None: COUNT(*), whose value is the solution itself
         self.variable = variable
         self.separator = separator
+        self.by_value = by_value  # the argument gives a Python value (None for an error), not a term
 
     def state(self) -> Aggregate:
-        return make_aggregate(self.function, self.distinct, self.separator)
+        return make_aggregate(self.function, self.distinct, self.separator, self.by_value)
 
 
 class _Group:

@@ -72,8 +72,12 @@ class Count(Aggregate):
 
 
 class Sum(Aggregate):
-    def __init__(self, distinct: bool):
+    """SUM (and AVG): given Python values (``by_value``, when not DISTINCT: the argument is
+    computed straight to a number, no term in between) or terms."""
+
+    def __init__(self, distinct: bool, by_value: bool = False):
         super().__init__(distinct)
+        self.by_value = by_value and not distinct
         self.errors = 0
         self.n = 0
         self.by_rank = [0, 0, 0, 0]  # how many ints, decimals, floats, doubles
@@ -82,8 +86,8 @@ class Sum(Aggregate):
         self.binary = Fraction(0)  # floats and doubles, exactly
 
     def include(self, value, weight):
-        number = None
-        if value is not None:
+        number = value if self.by_value else None
+        if value is not None and not self.by_value:
             try:
                 number = term_value(value)
             except EVAL_FAILURES:
@@ -187,14 +191,14 @@ class GroupConcat(Aggregate):
         return value_term(self.separator.join(parts))
 
 
-def make_aggregate(function: str, distinct: bool, separator: str = " ") -> Aggregate:
+def make_aggregate(function: str, distinct: bool, separator: str = " ", by_value: bool = False) -> Aggregate:
     """A fresh state for one group; ``function`` as rdflib names it (Count, Sum, ...)."""
     if function == "Count":
         return Count(distinct)
     if function == "Sum":
-        return Sum(distinct)
+        return Sum(distinct, by_value)
     if function == "Avg":
-        return Avg(distinct)
+        return Avg(distinct, by_value)
     if function in ("Min", "Max"):
         return Extreme(distinct, function == "Max")
     if function == "Sample":
@@ -205,3 +209,4 @@ def make_aggregate(function: str, distinct: bool, separator: str = " ") -> Aggre
 
 
 AGGREGATES = ("Count", "Sum", "Avg", "Min", "Max", "Sample", "GroupConcat")
+BY_VALUE = ("Sum", "Avg")  # given numbers, not terms, when not DISTINCT

@@ -16,7 +16,7 @@ from rdflib.plugins.sparql.parserutils import CompValue
 
 from .. import filters
 from .aggregate_node import AggregateNode, AggregateSpec
-from .aggregates import AGGREGATES
+from .aggregates import AGGREGATES, BY_VALUE
 from .constant_node import ConstantNode
 from .expressions import UnsupportedQuery, expression, term
 from .extend_node import ExtendNode
@@ -109,12 +109,14 @@ class Compiler:
             function = aggregate.name[len("Aggregate_"):]
             if function not in AGGREGATES:
                 raise UnsupportedQuery(f"aggregate {function.upper()} is not supported")
+            distinct = aggregate.get("distinct") == "DISTINCT"
+            by_value = function in BY_VALUE and not distinct
             argument = None
             if aggregate.vars != "*":
-                argument = filters.compile_term(expression(aggregate.vars), child.slots)
+                tree = expression(aggregate.vars)
+                argument = _value_of(tree, child.slots) if by_value else filters.compile_term(tree, child.slots)
             separator = str(aggregate.separator) if aggregate.get("separator") is not None else " "
-            specs.append(AggregateSpec(function, aggregate.get("distinct") == "DISTINCT", argument,
-                                       str(aggregate.res), separator))
+            specs.append(AggregateSpec(function, distinct, argument, str(aggregate.res), separator, by_value))
         return AggregateNode(child, keys, specs, implicit=not group.expr)
 
     # ---------------------------------------------------------------- graph patterns
@@ -235,6 +237,19 @@ class Compiler:
 
     def _forget(self, node: Node) -> None:
         self.network.constants.remove(node)
+
+
+def _value_of(tree, slots: dict[str, int]):
+    """An aggregate argument as a Python value, None where it is an error."""
+    compute = filters.compile_value(tree, slots)
+    failures = filters.EVAL_FAILURES
+
+    def value(row):
+        try:
+            return compute(row)
+        except failures:
+            return None
+    return value
 
 
 def _value_term(value: Any) -> Optional[str]:

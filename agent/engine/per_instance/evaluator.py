@@ -106,6 +106,7 @@ class InstanceEvaluator:
         self.late_triples = 0
         self.instances_closed = 0
         self.instances_reported = 0
+        self._next: int | None | bool = False  # the next instant to close; False: to work out again
 
     # ------------------------------------------------------------------ input
     def _epsilon(self, schema: Iterable[Triple]) -> Optional[EpsilonNetwork]:
@@ -162,9 +163,13 @@ class InstanceEvaluator:
         if ts < self.closed_until:
             self.late_triples += 1
         names = self.windows if stream is None else self.readers.get(stream, ())
-        for t in self._entailed(triple):
-            for name in names:
-                self.windows[name].add(ts, t)
+        entailed = self._entailed(triple)
+        for name in names:
+            window = self.windows[name]
+            if window.end is None or not window.content:
+                self._next = False  # where this window's next instance ends may have moved
+            for t in entailed:
+                window.add(ts, t)
         return results
 
     def advance(self, now: int) -> list[InstanceResult]:
@@ -175,9 +180,12 @@ class InstanceEvaluator:
         results: list[InstanceResult] = []
         horizon = self.stream_time - self.lateness_ms
         while True:
-            instant = self._next_instant()
+            if self._next is False:
+                self._next = self._next_instant()
+            instant = self._next
             if instant is None or instant > horizon:
                 return results
+            self._next = False
             result = self._close(instant)
             if result is not None:
                 results.append(result)
@@ -185,6 +193,7 @@ class InstanceEvaluator:
     def finish(self) -> list[InstanceResult]:
         """The end of the input: close every instance that holds a triple."""
         results: list[InstanceResult] = []
+        self._next = False
         while any(w.holds_unreported() for w in self.windows.values()):
             instant = self._next_instant()
             if instant is None:
