@@ -26,8 +26,8 @@
   conjunctive query is matched continuously and a query that needs a window's content
   as a whole (aggregates, OPTIONAL, negation, UNION, BIND, VALUES, expressions in SELECT,
   solution modifiers, REGISTER ISTREAM/DSTREAM) is evaluated per instance.
-* ``--report non-empty|window-close|on-change``: which instances a per-instance query
-  reports (default ``non-empty``); ``--lateness DURATION``: how long past its end an
+* ``--report non-empty|window-close|on-change|periodic:DURATION``: which instances a
+  per-instance query reports (default ``non-empty``); ``--lateness DURATION``: how long past its end an
   instance waits for late triples (default 0).
 
 Output: ``{"pattern": name, "bindings": {var: N-Triples term}, "start": ms, "end": ms}``
@@ -57,7 +57,7 @@ from itertools import islice
 from typing import IO, Iterator
 
 from edgewave.agent.engine import Engine, Match
-from edgewave.agent.engine.per_instance.reporting import REPORT_POLICIES
+from edgewave.agent.engine.per_instance.reporting import REPORT_POLICIES, ReportPolicy
 from edgewave.agent.engine.query import Query
 from edgewave.shared.ntriples import NTriplesError, Triple, clear_term_caches
 from edgewave.shared.rdf_files import RdfFileError, read_text, read_triples
@@ -313,6 +313,14 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], hold: list | None 
     return 0
 
 
+def _report_policy(text: str) -> str:
+    try:
+        ReportPolicy.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def _milliseconds(text: str) -> int:
     from edgewave.agent.engine.rspql import parse_duration
 
@@ -343,8 +351,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--per-instance", action="store_true",
                    help="evaluate every query on each window instance (a conjunctive query is matched continuously "
                         "otherwise)")
-    m.add_argument("--report", choices=REPORT_POLICIES, default="non-empty",
-                   help="which instances a per-instance query reports (default: non-empty)")
+    m.add_argument("--report", type=_report_policy, default="non-empty", metavar="POLICY",
+                   help=f"which instances a per-instance query reports: {', '.join(REPORT_POLICIES)} "
+                        "(default: non-empty)")
     m.add_argument("--lateness", type=_milliseconds, default=0, metavar="DURATION",
                    help="how long past its end an instance stays open for late triples (PT2S, 500ms; default 0)")
     m.add_argument(

@@ -160,3 +160,19 @@ def test_edgewave_match_prints_one_line_per_instance(tmp_path, capsys) -> None:
          "rows": [{"room": iri("r2"), "avg": f'"31.0"^^{decimal}'}]},
     ]
     assert "instances[q]=2 late_triples[q]=0" in err
+
+
+def test_periodic_reports_the_first_instance_after_each_period_and_bad_policies_are_refused() -> None:
+    text = query("(COUNT(*) AS ?n)", "WINDOW :w { ?o :value ?v }", window="[RANGE PT1S STEP PT1S]")
+    ev = InstanceEvaluator(text, report="periodic:PT3S")
+    out = []
+    for ts in (0, 1500, 2500, 4200, 6100, 7000):
+        out += reading(ev, ts, "a", "r", 1)
+    out += ev.finish()
+    # instances end at 1, 2, 3, ..., 8 s: reported are the first at or after 0 s, 3 s and 6 s
+    # ([5 s, 6 s) holds nothing: COUNT(*) of the empty group, 0)
+    assert [(r.end, r.rows) for r in out] == [(1000, [{"n": num(1)}]), (3000, [{"n": num(1)}]),
+                                             (6000, [{"n": num(0)}])]
+    for bad in ("periodic", "periodic:0s", "sometimes"):
+        with pytest.raises(ValueError, match="report policy"):
+            InstanceEvaluator(text, report=bad)

@@ -6,10 +6,8 @@ flattened links) waits in the windows of its stream; when stream time reaches an
 instance's end, every window moves to its latest closed instance, the network takes the
 content that left and entered, and the result is read off.
 
-Report policies (``report=``): ``non-empty`` (default; C-SPARQL's and SPARQLStream's
-behaviour in CSRBench): an instance is reported when some window of the query holds a
-triple; ``window-close``: every instance from the first triple on; ``on-change``: when the
-result differs from the last one reported. Stream kinds: RSTREAM reports the instance's
+Report policies (``report=``, ``reporting.py``): ``non-empty`` (default), ``window-close``,
+``on-change``, ``periodic:DURATION``. Stream kinds: RSTREAM reports the instance's
 solutions; ISTREAM those not in the last reported result, DSTREAM those of the last
 reported result not in this one, both as multiset differences (a solution present twice
 before and three times now is reported once by ISTREAM).
@@ -28,7 +26,7 @@ from ..epsilon import EpsilonNetwork, Schema
 from ....shared.vocab import RDF_TYPE
 from .front import InstanceQuery, parse_instance_query
 from .pattern_node import PatternNode
-from .reporting import REPORT_POLICIES
+from .reporting import ReportPolicy
 from .windows import WindowContent
 
 Triple = tuple
@@ -75,10 +73,9 @@ class InstanceEvaluator:
                  report: str = "non-empty", lateness_ms: int = 0, default_width_ms: Optional[int] = None):
         if isinstance(query, str):
             query = parse_instance_query(query, default_width_ms=default_width_ms)
-        if report not in REPORT_POLICIES:
-            raise ValueError(f"report policy {report!r}: expected one of {', '.join(REPORT_POLICIES)}")
         self.query = query
-        self.report = report
+        self.policy = ReportPolicy.parse(report)
+        self.report = self.policy.kind
         self.lateness_ms = lateness_ms
         self.network = query.compile()
         self.windows = {name: WindowContent(spec.width_ms, spec.step_ms or spec.width_ms)
@@ -101,6 +98,7 @@ class InstanceEvaluator:
         self.stream_time = -1
         self.closed_until = -1  # the end of the last closed instance
         self.previous: Optional[Counter] = None  # the last reported result (ISTREAM, DSTREAM, on-change)
+        self.last_reported: Optional[int] = None  # the end of the last reported instance (periodic)
         self.last_was_empty = True
         self.triples_in = 0
         self.late_triples = 0
@@ -236,6 +234,11 @@ class InstanceEvaluator:
         current = Counter(rows)
         if self.report == "on-change" and self.previous is not None and current == self.previous:
             return None
+        if self.report == "periodic":
+            period = self.policy.period_ms
+            if self.last_reported is not None and instant // period == self.last_reported // period:
+                return None
+            self.last_reported = instant
         previous, self.previous = self.previous or Counter(), current
         if self.query.stream == "ISTREAM":
             rows = _difference(rows, previous)
