@@ -20,7 +20,8 @@
 
 * ``--explain``: print the network the queries compile to (``Engine.describe``: alpha
   memories, join nodes, windows, productions, what the queries share, what the schema
-  entails into each memory) and stop; no stream is read.
+  entails into each memory; for a per-instance query its node tree and what is read off
+  at close) and stop; no stream is read.
 
 * ``--per-instance``: evaluate every query on each window instance. Without it, a
   conjunctive query is matched continuously and a query that needs a window's content
@@ -231,7 +232,12 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], hold: list | None 
         except ValueError as exc:
             raise UsageError(f"query {query.name}: {exc}") from None
     if args.explain:
-        write(engine.describe())
+        from edgewave.agent.engine.per_instance.front import describe_instance_query
+
+        if queries or not instance_queries:
+            write(engine.describe())
+        for query in instance_queries:
+            write("\n" + describe_instance_query(query))
         return 0
     evaluators = [InstanceEvaluator(q, schema, entailment=not args.no_entailment, report=args.report,
                                     lateness_ms=args.lateness) for q in instance_queries]

@@ -176,3 +176,23 @@ def test_periodic_reports_the_first_instance_after_each_period_and_bad_policies_
     for bad in ("periodic", "periodic:0s", "sometimes"):
         with pytest.raises(ValueError, match="report policy"):
             InstanceEvaluator(text, report=bad)
+
+
+def test_explain_prints_the_per_instance_network(tmp_path, capsys) -> None:
+    q = tmp_path / "q.rq"
+    q.write_text(query("?room (AVG(?v) AS ?avg)", "WINDOW :w { ?o :room ?room ; :value ?v "
+                       "OPTIONAL { ?o :sensor ?s } FILTER(?v > 2) }", tail="GROUP BY ?room ORDER BY ?room LIMIT 2"))
+    assert match_cli.main(["match", "--explain", "--query", str(q)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[1:] == [
+        "per-instance query q (RSTREAM)",
+        f"  window {iri('w')}: RANGE 10000 ms STEP 5000 ms on {iri('s')}",
+        "  aggregate, GROUP BY 1 key(s): AVG -> ?__agg_1__, SAMPLE -> ?__agg_2__",
+        f'    filter ?v > "2"^^{INT}',
+        "      optional (LeftJoin) on ?o",
+        "        join on ?o",
+        f"          pattern [?o {iri('room')} ?room] over window {iri('w')}",
+        f"          pattern [?o {iri('value')} ?v] over window {iri('w')}",
+        f"        pattern [?o {iri('sensor')} ?s] over window {iri('w')}",
+        "  read off at close: extend ?room, extend ?avg, ORDER BY (1 keys), project ?room ?avg, OFFSET 0 LIMIT 2",
+    ]

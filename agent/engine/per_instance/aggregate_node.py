@@ -46,6 +46,13 @@ class AggregateNode(Node):
         self.implicit = implicit  # no GROUP BY: one group, reported even when empty
         self.groups: dict[tuple, _Group] = {}
         child.connect(self.left_activation)
+        self.inputs = (child,)
+
+    def label(self) -> str:
+        groups = f"GROUP BY {len(self.keys)} key(s)" if not self.implicit else "one group"
+        computed = ", ".join(f"{spec.function.upper()}{' DISTINCT' if spec.distinct else ''} -> ?{spec.variable}"
+                             for spec in self.specs)
+        return f"aggregate, {groups}: {computed}"
 
     def left_activation(self, delta: Delta) -> None:
         keys, specs, groups = self.keys, self.specs, self.groups

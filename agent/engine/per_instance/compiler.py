@@ -18,7 +18,7 @@ from .. import filters
 from .aggregate_node import AggregateNode, AggregateSpec
 from .aggregates import AGGREGATES, BY_VALUE
 from .constant_node import ConstantNode
-from .expressions import UnsupportedQuery, expression, term
+from .expressions import UnsupportedQuery, expression, term, text_of
 from .extend_node import ExtendNode
 from .filter_node import FilterNode
 from .join_node import JoinNode
@@ -42,9 +42,25 @@ class Network:
     read_off: Optional[ReadOff] = None
     projection: tuple[str, ...] = ()
 
+    def describe(self) -> list[str]:
+        """The node tree, root first, inputs indented beneath, then the read-off steps."""
+        lines: list[str] = []
+
+        def walk(node: Node, depth: int) -> None:
+            lines.append("  " * depth + node.label())
+            for child in node.inputs:
+                walk(child, depth + 1)
+        walk(self.root, 1)
+        lines.append("  read off at close: " + (", ".join(self.read_off.described) or "the solutions as they are"))
+        return lines
+
 
 def _text_of(expr: Any) -> str:
-    return str(expr)[:80]
+    """A FILTER's text as SPARQL (in errors and ``--explain``)."""
+    try:
+        return text_of(expression(expr))[:200]
+    except UnsupportedQuery:
+        return "(an expression with EXISTS)"
 
 
 class Compiler:
@@ -214,7 +230,7 @@ class Compiler:
             tree = expression(plain[0])
             for more in plain[1:]:
                 tree = ("and", tree, expression(more))
-            result = FilterNode(result, filters.compile_filter(tree, _text_of(node.expr)).bind)
+            result = FilterNode(result, filters.compile_filter(tree, _text_of(node.expr)).bind, _text_of(node.expr))
         return result
 
     def plain_expression(self, expr: Any):

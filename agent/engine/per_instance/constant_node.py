@@ -14,5 +14,10 @@ class ConstantNode(Node):
         certain = [v for i, v in enumerate(variables) if all(row[i] is not None for row in self.rows)]
         super().__init__(variables, certain)
 
+    def label(self) -> str:
+        if not self.variables:
+            return "the empty solution"
+        return f"values {' '.join('?' + v for v in self.variables)} ({len(self.rows)} rows)"
+
     def start(self) -> None:
         self.emit([(row, 1) for row in self.rows])

@@ -113,3 +113,28 @@ def _builtin(function: str, node: CompValue) -> Expr:
     except filters.FilterCompileError as exc:
         raise UnsupportedQuery(str(exc)) from None
     return tree
+
+
+def text_of(expr: Expr) -> str:
+    """An expression tree written back as SPARQL (for FILTER texts and ``--explain``)."""
+    kind = expr[0]
+    if kind == "var":
+        return "?" + expr[1]
+    if kind == "const":
+        return expr[1]
+    if kind in ("or", "and"):
+        return f"({text_of(expr[1])} {'||' if kind == 'or' else '&&'} {text_of(expr[2])})"
+    if kind == "not":
+        return f"!{text_of(expr[1])}"
+    if kind in ("cmp", "arith"):
+        return f"({text_of(expr[2])} {expr[1]} {text_of(expr[3])})" if kind == "arith" else \
+            f"{text_of(expr[2])} {expr[1]} {text_of(expr[3])}"
+    if kind in ("neg", "pos"):
+        return ("-" if kind == "neg" else "+") + text_of(expr[1])
+    if kind == "call":
+        return f"{expr[1]}({', '.join(text_of(a) for a in expr[2])})"
+    if kind == "cast":
+        return f"<{expr[1]}>({text_of(expr[2])})"
+    if kind == "in":
+        return f"{text_of(expr[1])} {'NOT IN' if expr[3] else 'IN'} ({', '.join(text_of(i) for i in expr[2])})"
+    return str(expr)

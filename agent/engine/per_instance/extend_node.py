@@ -13,6 +13,10 @@ class ExtendNode(Node):
         super().__init__(child.variables + (variable,), child.certain)
         self.compute = build(child.slots)
         child.connect(self.left_activation)
+        self.inputs = (child,)
+
+    def label(self) -> str:
+        return f"extend ?{self.variables[-1]}"
 
     def left_activation(self, delta: Delta) -> None:
         compute = self.compute

@@ -7,10 +7,15 @@ from .solutions import Delta, Node, Row
 
 
 class FilterNode(Node):
-    def __init__(self, child: Node, build: Callable[[dict[str, int]], Callable[[Row], bool]]):
+    def __init__(self, child: Node, build: Callable[[dict[str, int]], Callable[[Row], bool]], text: str = ""):
         super().__init__(child.variables, child.certain)
         self.test = build(self.slots)
+        self.text = text
         child.connect(self.left_activation)
+        self.inputs = (child,)
+
+    def label(self) -> str:
+        return f"filter {self.text}"
 
     def left_activation(self, delta: Delta) -> None:
         test = self.test

@@ -116,3 +116,14 @@ def parse_for_evaluation(text: str, *, per_instance: bool = False,
     if split_rspql(text, default_width_ms=default_width_ms).stream in ("ISTREAM", "DSTREAM"):
         return parse_instance_query(text, default_width_ms=default_width_ms)
     return query
+
+
+def describe_instance_query(query: InstanceQuery) -> str:
+    """What ``edgewave match --explain`` prints for a per-instance query."""
+    lines = [f"per-instance query {query.name} ({query.stream})"]
+    for name, spec in query.windows.items():
+        streams = " ".join(spec.streams())
+        lines.append(f"  window {name}: RANGE {spec.width_ms} ms STEP {spec.step_ms or spec.width_ms} ms on {streams}"
+                     + (", with the static data" if spec.with_static else ""))
+    lines += query.compile().describe()
+    return "\n".join(lines) + "\n"

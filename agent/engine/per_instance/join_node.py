@@ -17,6 +17,11 @@ class JoinNode(Node):
         self.right_memory: dict = {}
         left.connect(self.left_activation)
         right.connect(self.right_activation)
+        self.inputs = (left, right)
+
+    def label(self) -> str:
+        on = " ".join(f"?{v}" for v in self.pairing.keyed)
+        return f"join on {on}" if on else "join (no shared variable bound on both sides: every pair)"
 
     def left_activation(self, delta: Delta) -> None:
         pairing, right = self.pairing, self.right_memory

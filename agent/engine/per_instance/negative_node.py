@@ -35,6 +35,11 @@ class NegativeNode(Node):
         self.matches: dict[Row, int] = {}
         left.connect(self.left_activation)
         right.connect(self.right_activation)
+        self.inputs = (left, right)
+
+    def label(self) -> str:
+        on = " ".join(f"?{v}" for v in self.pairing.keyed)
+        return f"{self.kind.lower()}{' on ' + on if on else ''}{', with a condition' if self.condition else ''}"
 
     def bind_condition(self, build: Callable[[dict[str, int]], Callable[[Row], bool]]) -> None:
         self.condition = build({v: i for i, v in enumerate(self.pairing.variables)})

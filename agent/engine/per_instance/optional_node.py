@@ -24,6 +24,11 @@ class OptionalNode(Node):
         self.matches: dict[Row, int] = {}  # left solution -> weight of its matching right solutions
         left.connect(self.left_activation)
         right.connect(self.right_activation)
+        self.inputs = (left, right)
+
+    def label(self) -> str:
+        on = " ".join(f"?{v}" for v in self.pairing.keyed)
+        return f"optional (LeftJoin){' on ' + on if on else ''}{', with a condition' if self.condition else ''}"
 
     def bind_condition(self, build: Callable[[dict[str, int]], Callable[[Row], bool]]) -> None:
         self.condition = build(self.slots)

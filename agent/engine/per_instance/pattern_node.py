@@ -24,6 +24,10 @@ class PatternNode(Node):
         self.predicate = None if _is_var(pattern[1]) else pattern[1]
         self.match = self._matcher(pattern)
 
+    def label(self) -> str:
+        where = "static data" if self.dataset is None else f"window {self.dataset}"
+        return f"pattern [{' '.join(self.pattern)}] over {where}"
+
     def _matcher(self, pattern: tuple[str, str, str]) -> Callable[[Triple], Optional[tuple]]:
         constants = [(i, t) for i, t in enumerate(pattern) if not _is_var(t)]
         first: dict[str, int] = {}

@@ -29,6 +29,11 @@ class Node:
         self.certain: frozenset[str] = frozenset(certain)
         self.slots: dict[str, int] = {v: i for i, v in enumerate(self.variables)}
         self.send: Optional[Activation] = None
+        self.inputs: tuple["Node", ...] = ()  # the nodes feeding this one (for describe)
+
+    def label(self) -> str:
+        """One line saying what the node does (``Network.describe``)."""
+        return type(self).__name__
 
     def connect(self, activation: Activation) -> None:
         self.send = activation
@@ -76,6 +81,7 @@ class Pairing:
         self.right_key = _key_function(tuple(right.slots[v] for v in keyed))
         self.checks = tuple((left.slots[v], right.slots[v]) for v in shared if v not in keyed)
         self.shared = tuple((left.slots[v], right.slots[v]) for v in shared)
+        self.keyed = tuple(keyed)
         extra = [v for v in right.variables if v not in left.slots]
         self.variables = left.variables + tuple(extra)
         self.extra = tuple(right.slots[v] for v in extra)

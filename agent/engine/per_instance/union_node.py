@@ -12,6 +12,10 @@ class UnionNode(Node):
         self._right_layout = tuple(right.slots.get(v) for v in variables)
         left.connect(self.left_activation)
         right.connect(self.right_activation)
+        self.inputs = (left, right)
+
+    def label(self) -> str:
+        return "union"
 
     @staticmethod
     def _relaid(delta: Delta, layout: tuple) -> Delta:
