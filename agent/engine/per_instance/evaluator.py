@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Iterable, NamedTuple, Optional
 
-from ..epsilon import EpsilonNetwork, Schema
+from ..epsilon import EpsilonNetwork, Schema, derive
 from ....shared.vocab import RDF_TYPE
 from .front import InstanceQuery, parse_instance_query
 from .pattern_node import PatternNode
@@ -89,6 +89,7 @@ class InstanceEvaluator:
         for node in self.network.patterns:
             self.datasets.setdefault(node.dataset, _Dataset()).add(node)
         self.epsilon = self._epsilon(schema) if entailment else None
+        self._links: dict = {}  # class, or (predicate,) -> its epsilon links
         self.static_copies: dict[Triple, None] = {}
         self.result: Counter = Counter()  # the root's solutions, without aggregates
         if self.network.aggregate is None:
@@ -126,9 +127,30 @@ class InstanceEvaluator:
         return EpsilonNetwork(Schema.from_triples(triples), classes, properties, all_classes, all_properties)
 
     def _entailed(self, triple: Triple) -> list[Triple]:
-        if self.epsilon is None:
+        """The triple and what the schema entails from it: the epsilon-network's flattened
+        links, looked up once per class or predicate."""
+        epsilon = self.epsilon
+        if epsilon is None:
             return [triple]
-        return [triple, *self.epsilon.entail(triple)]
+        s, p, o = triple
+        if p == RDF_TYPE:
+            key = o
+        elif s == o:  # a self-loop has links of its own (epsilon.links_for_predicate)
+            return [triple, *epsilon.entail(triple)]
+        else:
+            key = (p,)
+        links = self._links.get(key)
+        if links is None:
+            links = self._links[key] = (epsilon.links_for_class(o) if p == RDF_TYPE
+                                        else epsilon.links_for_predicate(p))
+        if not links:
+            return [triple]
+        out = [triple]
+        for form, target in links:
+            derived = derive(triple, form, target)
+            if derived is not None and derived != triple:
+                out.append(derived)
+        return out
 
     def add_static(self, triples: Iterable[Triple]) -> None:
         """Background triples: the default graph of an RSP-QL query, and part of every
@@ -164,7 +186,7 @@ class InstanceEvaluator:
         entailed = self._entailed(triple)
         for name in names:
             window = self.windows[name]
-            if window.end is None or not window.content:
+            if window.end is None or not window.holds():
                 self._next = False  # where this window's next instance ends may have moved
             for t in entailed:
                 window.add(ts, t)
@@ -226,7 +248,7 @@ class InstanceEvaluator:
             start = min(start, window.start)
         self.closed_until = instant
         self.instances_closed += 1
-        empty = not any(w.content for w in self.windows.values())
+        empty = not any(w.holds() for w in self.windows.values())
         self.last_was_empty = empty
         if empty and self.report == "non-empty":
             return None

@@ -11,6 +11,7 @@ last copy has expired.
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from itertools import count
 from typing import Optional
 
@@ -24,8 +25,12 @@ class WindowContent:
             raise ValueError("a window's RANGE and STEP must be positive")
         self.width = width_ms
         self.step = step_ms
-        self.pending: list[tuple[int, int, Triple]] = []
-        self.content: list[tuple[int, int, Triple]] = []
+        # Triples arrive in time order nearly always: those go in deques (appended, popped
+        # from the left); one older than the deque's last waits in a heap beside it.
+        self.pending: deque[tuple[int, Triple]] = deque()
+        self.late_pending: list[tuple[int, int, Triple]] = []
+        self.content: deque[tuple[int, Triple]] = deque()
+        self.late_content: list[tuple[int, int, Triple]] = []
         self.copies: dict[Triple, int] = {}  # triple -> copies in the content
         self.start: Optional[int] = None  # the instance the content is, [start, end)
         self.end: Optional[int] = None
@@ -33,18 +38,29 @@ class WindowContent:
         self._sequence = count()
 
     def add(self, ts: int, triple: Triple) -> None:
-        heapq.heappush(self.pending, (ts, next(self._sequence), triple))
+        pending = self.pending
+        if not pending or ts >= pending[-1][0]:
+            pending.append((ts, triple))
+        else:
+            heapq.heappush(self.late_pending, (ts, next(self._sequence), triple))
         if ts > self.latest:
             self.latest = ts
 
+    def _first_pending(self) -> Optional[int]:
+        first = self.pending[0][0] if self.pending else None
+        if self.late_pending and (first is None or self.late_pending[0][0] < first):
+            first = self.late_pending[0][0]
+        return first
+
+    def holds(self) -> bool:
+        """Whether the content (the instance the network holds) has a triple."""
+        return bool(self.content or self.late_content)
+
     def holds_unreported(self) -> bool:
         """Whether an instance not yet closed would hold a triple that has arrived."""
-        if self.pending:
+        if self.pending or self.late_pending:
             return True
-        return bool(self.content) and self.latest >= self.end + self.step - self.width
-
-    def empty(self) -> bool:
-        return not self.content and not self.pending
+        return self.holds() and self.latest >= self.end + self.step - self.width
 
     def first_end_holding(self, ts: int) -> int:
         """The end of the first instance that ends after ``ts`` (the first that can hold it)."""
@@ -56,11 +72,12 @@ class WindowContent:
         content is empty and ``skip_empty``, the first that can hold a pending triple. None
         when there is nothing to wait for. The first instance is the first that can hold
         the window's first triple (not the one at time 0: timestamps are epoch milliseconds)."""
-        if self.end is None or (skip_empty and not self.content):
-            if not self.pending:
+        if self.end is None or (skip_empty and not self.holds()):
+            first = self._first_pending()
+            if first is None:
                 return None
-            first = self.first_end_holding(self.pending[0][0])
-            return first if self.end is None else max(self.end + self.step, first)
+            first_end = self.first_end_holding(first)
+            return first_end if self.end is None else max(self.end + self.step, first_end)
         return self.end + self.step
 
     def latest_end(self, at: int) -> Optional[int]:
@@ -73,25 +90,39 @@ class WindowContent:
         """Become the instance ending at ``end``; the triples that left and entered."""
         start = end - self.width
         changes: Changes = []
-        content, copies = self.content, self.copies
+        copies = self.copies
+        content, late_content = self.content, self.late_content
         while content and content[0][0] < start:
-            _, _, triple = heapq.heappop(content)
-            left = copies[triple] - 1
-            if left:
-                copies[triple] = left
+            self._leave(content.popleft()[1], changes)
+        while late_content and late_content[0][0] < start:
+            self._leave(heapq.heappop(late_content)[2], changes)
+        pending, late_pending = self.pending, self.late_pending
+        while True:
+            if late_pending and (not pending or late_pending[0][0] < pending[0][0]):
+                if late_pending[0][0] >= end:
+                    break
+                ts, _, triple = heapq.heappop(late_pending)
+            elif pending and pending[0][0] < end:
+                ts, triple = pending.popleft()
             else:
-                del copies[triple]
-                changes.append((triple, -1))
-        pending = self.pending
-        while pending and pending[0][0] < end:
-            item = heapq.heappop(pending)
-            if item[0] < start:
+                break
+            if ts < start:
                 continue  # in no instance from here on (late, or between tumbling instances)
-            heapq.heappush(content, item)
-            triple = item[2]
+            if not content or ts >= content[-1][0]:
+                content.append((ts, triple))
+            else:
+                heapq.heappush(late_content, (ts, next(self._sequence), triple))
             before = copies.get(triple, 0)
             copies[triple] = before + 1
             if not before:
                 changes.append((triple, 1))
         self.start, self.end = start, end
         return changes
+
+    def _leave(self, triple: Triple, changes: Changes) -> None:
+        left = self.copies[triple] - 1
+        if left:
+            self.copies[triple] = left
+        else:
+            del self.copies[triple]
+            changes.append((triple, -1))
