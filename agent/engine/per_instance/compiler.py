@@ -40,7 +40,6 @@ class Network:
     root: Optional[Node] = None  # the incremental part's top
     aggregate: Optional[AggregateNode] = None  # the root, when the query aggregates
     read_off: Optional[ReadOff] = None
-    projection: tuple[str, ...] = ()
 
     def describe(self) -> list[str]:
         """The node tree, root first, inputs indented beneath, then the read-off steps."""
@@ -90,7 +89,6 @@ class Compiler:
         for modifier in reversed(modifiers):
             self.modifier(read_off, modifier)
         network.read_off = read_off
-        network.projection = tuple(str(v) for v in algebra.PV)
         return network
 
     def modifier(self, read_off: ReadOff, node: CompValue) -> None:
@@ -102,7 +100,8 @@ class Compiler:
         elif name == "Project":
             read_off.project([str(v) for v in node.PV])
         elif name == "Distinct":
-            read_off.distinct()  # REDUCED permits removing duplicates, and removes none here
+            read_off.distinct()
+        # REDUCED permits removing duplicates; here it removes none
         elif name == "OrderBy":
             conditions = []
             for condition in node.expr:
