@@ -1,9 +1,9 @@
 """Negative node: MINUS, FILTER NOT EXISTS and FILTER EXISTS, incremental.
 
 Like Doorenbos' negative node, it keeps per left solution the weight of the right
-solutions that match it, and passes the left solution while that count is zero (MINUS,
-NOT EXISTS) or while it is not (EXISTS). A right solution entering or leaving the window
-retracts or re-asserts the left solutions it matches.
+solutions that match it (``left_counting``), and passes the left solution while that
+count is zero (MINUS, NOT EXISTS) or while it is not (EXISTS). A right solution entering
+or leaving the window retracts or re-asserts the left solutions it matches.
 
 What "matches" means:
 
@@ -18,73 +18,36 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from .solutions import Delta, Node, Pairing, Row, add_to
+from .left_counting import LeftCountingNode
+from .solutions import Delta, Node, Row
 
 MINUS, NOT_EXISTS, EXISTS = "MINUS", "NOT EXISTS", "EXISTS"
 
 
-class NegativeNode(Node):
+class NegativeNode(LeftCountingNode):
     def __init__(self, left: Node, right: Node, kind: str):
-        self.pairing = Pairing(left, right)
-        super().__init__(left.variables, left.certain)
+        super().__init__(left, right, left.variables, left.certain)
         self.kind = kind
         self.passes_when_matched = kind == EXISTS
         self.condition: Optional[Callable[[Row], bool]] = None  # over the merged solution
-        self.left_memory: dict = {}
-        self.right_memory: dict = {}
-        self.matches: dict[Row, int] = {}
-        left.connect(self.left_activation)
-        right.connect(self.right_activation)
-        self.inputs = (left, right)
+
+    def bind_condition(self, build: Callable[[dict[str, int]], Callable[[Row], bool]]) -> None:
+        self.condition = build({v: i for i, v in enumerate(self.pairing.variables)})
 
     def label(self) -> str:
         on = " ".join(f"?{v}" for v in self.pairing.keyed)
         return f"{self.kind.lower()}{' on ' + on if on else ''}{', with a condition' if self.condition else ''}"
 
-    def bind_condition(self, build: Callable[[dict[str, int]], Callable[[Row], bool]]) -> None:
-        self.condition = build({v: i for i, v in enumerate(self.pairing.variables)})
-
-    def _matches(self, l: Row, r: Row) -> bool:
+    def matched(self, left: Row, right: Row) -> Optional[Row]:
         pairing = self.pairing
-        if pairing.checks and not pairing.compatible(l, r):
-            return False
+        if pairing.checks and not pairing.compatible(left, right):
+            return None
         if self.kind == MINUS:
-            return pairing.share_a_binding(l, r)
-        return self.condition is None or self.condition(pairing.merge(l, r))
+            return left if pairing.share_a_binding(left, right) else None
+        if self.condition is None:
+            return left
+        return left if self.condition(pairing.merge(left, right)) else None
 
-    def left_activation(self, delta: Delta) -> None:
-        pairing, out = self.pairing, []
-        for row, weight in delta:
-            k = pairing.left_key(row)
-            count = 0
-            bucket = self.right_memory.get(k)
-            if bucket:
-                for other, other_weight in bucket.items():
-                    if self._matches(row, other):
-                        count += other_weight
-            if (count != 0) == self.passes_when_matched:
-                out.append((row, weight))
-            add_to(self.left_memory, k, row, weight)
-            if row in self.left_memory.get(k, ()):
-                self.matches[row] = count
-            else:
-                self.matches.pop(row, None)
-        self.emit(out)
-
-    def right_activation(self, delta: Delta) -> None:
-        pairing, out, matches = self.pairing, [], self.matches
-        for row, weight in delta:
-            k = pairing.right_key(row)
-            bucket = self.left_memory.get(k)
-            if bucket:
-                for left, left_weight in bucket.items():
-                    if not self._matches(left, row):
-                        continue
-                    before = matches[left]
-                    after = before + weight
-                    matches[left] = after
-                    if (before == 0) != (after == 0):
-                        now_matched = after != 0
-                        out.append((left, left_weight if now_matched == self.passes_when_matched else -left_weight))
-            add_to(self.right_memory, k, row, weight)
-        self.emit(out)
+    def alone(self, out: Delta, left: Row, weight: int, matched: bool) -> None:
+        if matched == self.passes_when_matched:
+            out.append((left, weight))
