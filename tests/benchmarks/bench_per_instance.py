@@ -52,7 +52,10 @@ BASELINE_QUERY = f"{SELECT}\nWHERE {{ GRAPH <urn:bench:w> {WHERE} }}\nGROUP BY ?
 
 
 def edgewave(args: list[str], stdin_lines=None) -> dict:
-    """`edgewave match` in its own process: its reports, CPU time and summary figures."""
+    """`edgewave match` in its own process: its reports, CPU time and summary figures.
+
+    Runs the command as ``bench_bsbm._cli`` does (output to a file, CPU time from the
+    children's rusage, stdin fed in batches); that one reads continuous matches."""
     cmd = [sys.executable, "-m", "edgewave.agent.match_cli", "match", *args]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)

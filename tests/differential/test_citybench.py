@@ -183,19 +183,22 @@ def reference(city: CityData, text: str) -> set[frozenset]:
     triples = sorted((item for name in _streams_of(text) for item in city.stream(name)), key=lambda item: item[0])
     found: set[frozenset] = set()
     for t in sorted({ts for ts, _ in triples}):
-        added = [quad for quad in {_quad(triple) for ts, triple in triples if t - width <= ts <= t}
-                 if quad not in city.store]
-        city.store.extend(added)
-        try:
-            solutions = city.store.query(sparql)
-            names = [v.value for v in solutions.variables]
-            for solution in solutions:
-                found.add(frozenset((name, comparable(_term(solution[name])))
-                                    for name in names if solution[name] is not None))
-        finally:
-            for quad in added:
-                city.store.remove(quad)
+        found.update(solutions_with(city, [triple for ts, triple in triples if t - width <= ts <= t], sparql))
     return found
+
+
+def solutions_with(city: CityData, triples: list, sparql: str) -> Counter:
+    """Oxigraph's solutions of ``sparql`` over the static graph plus ``triples`` (removed again after)."""
+    added = [quad for quad in {_quad(triple) for triple in triples} if quad not in city.store]
+    city.store.extend(added)
+    try:
+        solutions = city.store.query(sparql)
+        names = [v.value for v in solutions.variables]
+        return Counter(frozenset((name, comparable(_term(solution[name])))
+                                 for name in names if solution[name] is not None) for solution in solutions)
+    finally:
+        for quad in added:
+            city.store.remove(quad)
 
 
 @pytest.fixture(scope="module")
@@ -274,17 +277,7 @@ def reference_per_instance(city: CityData, text: str) -> dict[int, Counter]:
     k = max(0, (first - width) // step + 1)
     while k * step <= last:
         start, end = k * step, k * step + width
-        added = [quad for quad in {_quad(triple) for ts, triple in triples if start <= ts < end}
-                 if quad not in city.store]
-        city.store.extend(added)
-        try:
-            solutions = city.store.query(sparql)
-            names = [v.value for v in solutions.variables]
-            found[end] = Counter(frozenset((name, comparable(_term(solution[name])))
-                                           for name in names if solution[name] is not None) for solution in solutions)
-        finally:
-            for quad in added:
-                city.store.remove(quad)
+        found[end] = solutions_with(city, [triple for ts, triple in triples if start <= ts < end], sparql)
         k += 1
     return found
 
