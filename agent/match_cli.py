@@ -279,7 +279,10 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], hold: list | None 
             stream_errors += [(name, e) for e in own]
         else:
             for ts, triple, stream in _merged(sources, stream_errors):
-                push(triple, ts, stream)
+                if queries:
+                    push(triple, ts, stream)
+                else:
+                    engine.triples_in += 1  # counted as the engine counts them, with no pattern to feed
                 for evaluator in evaluators:
                     report(evaluator.push(triple, ts, stream))
                 if len(buffer) >= BATCH:
