@@ -245,8 +245,12 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], hold: list | None 
         evaluator.add_static(static)
 
     def report(results: list) -> None:
-        for result in results:
-            buffer.append(dumps(result.as_json()))
+        """Reported instances go out at once: one can hold thousands of rows (a batch of 512
+        of them held 36 MB), and they come at most once per step of a window."""
+        if results:
+            buffer.extend(dumps(result.as_json()) for result in results)
+            write("\n".join(buffer) + "\n")
+            buffer.clear()
 
     engine.add_static(static)
     # The engine holds what it needs of these; the term caches hold every IRI of the
