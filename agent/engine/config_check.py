@@ -42,6 +42,21 @@ def unprocessable(exc: BaseException) -> str:
     return f"document could not be processed: {type(exc).__name__}: {str(exc)[:200]}"
 
 
+def _per_instance_only(query_text: str, refused: QuerySyntaxError) -> str:
+    """What to add when the pattern parser refuses a query that ``edgewave match`` evaluates
+    per window instance: gateways run continuous patterns only, for now."""
+    if "not supported" not in str(refused):
+        return ""
+    from .per_instance import parse_instance_query  # rdflib, only for such a query
+
+    try:
+        parse_instance_query(query_text)
+    except Exception:
+        return ""
+    return (" (the query needs per-window evaluation, which `edgewave match` runs and gateways "
+            "do not yet: docs/engine.md, \"Per-instance queries\")")
+
+
 def check_version(declared: int | None, version: int) -> None:
     """Raise ConfigRejected when the document's own ``ew:version`` is not the envelope's ``version``.
 
@@ -73,7 +88,7 @@ def check_config_document(text: str, fmt: str, *, limits: DocumentLimits | None 
             query = parse_query(query_text)
         except QuerySyntaxError as exc:
             raise ConfigRejected(f"parse error in pattern {label} at line {exc.line} column {exc.column}: "
-                                 f"{exc.message or exc}") from exc
+                                 f"{exc.message or exc}{_per_instance_only(query_text, exc)}") from exc
         if query.name in patterns:
             raise ConfigRejected(f"duplicate pattern name {query.name}")
         if knows_stream is not None:

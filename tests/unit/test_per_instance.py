@@ -196,3 +196,21 @@ def test_explain_prints_the_per_instance_network(tmp_path, capsys) -> None:
         f"        pattern [?o {iri('sensor')} ?s] over window {iri('w')}",
         "  read off at close: extend ?room, extend ?avg, ORDER BY (1 keys), project ?room ?avg, OFFSET 0 LIMIT 2",
     ]
+
+
+def test_a_config_document_with_a_per_instance_query_is_refused_saying_so() -> None:
+    """Gateways run continuous patterns only, for now: the refusal says why, not just
+    that an aggregate is unsupported; a plain syntax error gets no such hint."""
+    from edgewave.agent.engine.config_check import check_config_document
+    from edgewave.shared.configdoc import ConfigRejected
+
+    def document(text: str) -> str:
+        return ('@prefix ew: <https://edgewave.dev/ns#> .\new:config { [] a ew:GatewayConfig ;\n'
+                f'  ew:pattern [ a ew:Pattern ; ew:name "avg" ; ew:query """{text}""" ] . }}\n')
+    with pytest.raises(ConfigRejected) as refused:
+        check_config_document(document(query("(AVG(?v) AS ?avg)", "WINDOW :w { ?o :value ?v }")), "trig")
+    assert "parse error in pattern avg at line 3" in refused.value.reason
+    assert "per-window evaluation, which `edgewave match` runs and gateways do not yet" in refused.value.reason
+    with pytest.raises(ConfigRejected) as refused:
+        check_config_document(document(query("?o", "WINDOW :w { ?o :value }")), "trig")
+    assert "per-window" not in refused.value.reason
