@@ -15,6 +15,8 @@ version the envelope carries (``version``), its document limits and whether it e
 """
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from typing import Callable
 
@@ -42,16 +44,16 @@ def unprocessable(exc: BaseException) -> str:
     return f"document could not be processed: {type(exc).__name__}: {str(exc)[:200]}"
 
 
-def _per_instance_only(query_text: str, refused: QuerySyntaxError) -> str:
-    """What to add when the pattern parser refuses a query that ``edgewave match`` evaluates
-    per window instance: gateways run continuous patterns only, for now."""
-    if "not supported" not in str(refused):
-        return ""
-    from .per_instance import parse_instance_query  # rdflib, only for such a query
+# Constructs the pattern parser refuses and per-window evaluation runs (its refusal names them).
+_PER_INSTANCE_CONSTRUCTS = re.compile(r"\b(OPTIONAL|UNION|MINUS|BIND|VALUES|EXISTS|expressions in SELECT|ORDER BY|"
+                                      r"GROUP BY|HAVING|LIMIT|OFFSET) ")
 
-    try:
-        parse_instance_query(query_text)
-    except Exception:
+
+def _per_instance_only(refused: QuerySyntaxError) -> str:
+    """What to add when the pattern parser refuses a construct that ``edgewave match``
+    evaluates per window instance: gateways run continuous patterns only, for now. Read off
+    the refusal, so that a gateway judging a pushed document never loads a SPARQL parser."""
+    if _PER_INSTANCE_CONSTRUCTS.search(refused.message or str(refused)) is None:
         return ""
     return (" (the query needs per-window evaluation, which `edgewave match` runs and gateways "
             "do not yet: docs/engine.md, \"Per-instance queries\")")
@@ -88,7 +90,7 @@ def check_config_document(text: str, fmt: str, *, limits: DocumentLimits | None 
             query = parse_query(query_text)
         except QuerySyntaxError as exc:
             raise ConfigRejected(f"parse error in pattern {label} at line {exc.line} column {exc.column}: "
-                                 f"{exc.message or exc}{_per_instance_only(query_text, exc)}") from exc
+                                 f"{exc.message or exc}{_per_instance_only(exc)}") from exc
         if query.name in patterns:
             raise ConfigRejected(f"duplicate pattern name {query.name}")
         if knows_stream is not None:
