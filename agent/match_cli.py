@@ -58,6 +58,7 @@ from itertools import islice
 from typing import IO, Iterator
 
 from edgewave.agent.engine import Engine, Match
+from edgewave.agent.engine.per_instance.front import InstanceQuery
 from edgewave.agent.engine.per_instance.reporting import REPORT_POLICIES, ReportPolicy
 from edgewave.agent.engine.query import Query
 from edgewave.shared.ntriples import NTriplesError, Triple, clear_term_caches
@@ -130,7 +131,8 @@ def _merged(
         yield ts, triple, stream
 
 
-def _unfed_streams(queries: list[Query], sources: list[tuple[str | None, str, IO[str]]]) -> list[str]:
+def _unfed_streams(queries: list[Query | InstanceQuery],
+                   sources: list[tuple[str | None, str, IO[str]]]) -> list[str]:
     """Why a run may match nothing by a slip of an IRI: a ``--stream IRI=FILE`` that no query
     reads, or a query stream that no ``--stream`` feeds (a file without IRI feeds them all)."""
     named = {s: q.name for q in queries for w in q.windows.values() for s in w.streams()}
@@ -262,7 +264,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], hold: list | None 
     for arg in args.stream:
         stream, path = _stream_arg(arg)
         sources.append((stream, path, _open(path)))
-    for line in _unfed_streams(queries, sources):
+    for line in _unfed_streams([*queries, *instance_queries], sources):
         print(f"edgewave match: warning: {line}", file=err)
     stream_errors: list[tuple[str, NTriplesError]] = []
     loaded = time.perf_counter()
@@ -314,8 +316,8 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], hold: list | None 
     _report_errors("static", static_errors, err)
     _report_errors("malformed", stream_errors, err)
     per_query = " ".join([f"matches[{name}]={n}" for name, n in engine.matches_per_query().items()] +
-                         [f"instances[{e.query.name}]={e.instances_reported} late_triples[{e.query.name}]={e.late_triples}"
-                          for e in evaluators])
+                         [f"instances[{e.query.name}]={e.instances_reported} "
+                          f"late_triples[{e.query.name}]={e.late_triples}" for e in evaluators])
     print(
         f"edgewave match: triples_in={engine.triples_in} entailed={engine.entailed} "
         f"matches={engine.matches} malformed={len(stream_errors)} static={len(engine.static_triples())} "

@@ -58,7 +58,8 @@ TEMPLATES = {
                    "?o2 :room ?room ; :value ?v2 FILTER(?v2 > ?v) } }", ""),
     "minus": ("?o", "WINDOW :w { ?o :sensor ?s MINUS { ?o :room :r0 } }", ""),
     "union": ("?x", "WINDOW :w { { ?x a :Sensor } UNION { ?x :room :r1 } }", ""),
-    "bind-order": ("?o ?w", "WINDOW :w { ?o :value ?v BIND(?v + 1 AS ?w) FILTER(?w > 3) }", "ORDER BY DESC(?w) ?o LIMIT 3"),
+    "bind-order": ("?o ?w", "WINDOW :w { ?o :value ?v BIND(?v + 1 AS ?w) FILTER(?w > 3) }",
+                   "ORDER BY DESC(?w) ?o LIMIT 3"),
     "optional-count": ("?s (COUNT(?o) AS ?n)", "WINDOW :w { ?s a :Device OPTIONAL { ?o :sensor ?s } }", "GROUP BY ?s"),
 }
 
@@ -79,8 +80,9 @@ def cases(draw):
         if kind == "observation":
             value = draw(st.integers(0, 9))
             literal = f'"{value}"^^<{XSD}integer>' if value % 4 else f'"{value}.5"^^<{XSD}decimal>'
-            stream += [(ts - late, (obs, iri("sensor"), sensor)),
-                       (ts - late, (obs, iri("room"), draw(st.sampled_from(ROOMS)))), (ts - late, (obs, iri("value"), literal))]
+            room = draw(st.sampled_from(ROOMS))
+            stream += [(ts - late, (obs, iri("sensor"), sensor)), (ts - late, (obs, iri("room"), room)),
+                       (ts - late, (obs, iri("value"), literal))]
         elif kind == "typing":
             stream.append((ts - late, (sensor, RDF_TYPE, iri("Thermometer"))))
         else:

@@ -104,7 +104,8 @@ def test_report_policies_and_late_triples() -> None:
 def test_rdfs_entailment_and_two_windows() -> None:
     schema = [(iri("Thermometer"), "<http://www.w3.org/2000/01/rdf-schema#subClassOf>", iri("Sensor"))]
     text = (f"PREFIX : <{EX}>\nSELECT (COUNT(DISTINCT ?s) AS ?sensors) (SUM(?v) AS ?total)\n"
-            "FROM NAMED WINDOW :short ON :s [RANGE PT2S STEP PT2S]\nFROM NAMED WINDOW :long ON :t [RANGE PT4S STEP PT4S]\n"
+            "FROM NAMED WINDOW :short ON :s [RANGE PT2S STEP PT2S]\n"
+            "FROM NAMED WINDOW :long ON :t [RANGE PT4S STEP PT4S]\n"
             "WHERE { WINDOW :short { ?s a :Sensor } WINDOW :long { ?s :value ?v } }")
     ev = InstanceEvaluator(text, schema)
     a_type = "<http://www.w3.org/1999/02/22-rdf-syntax-ns#type>"
@@ -214,3 +215,14 @@ def test_a_config_document_with_a_per_instance_query_is_refused_saying_so() -> N
     with pytest.raises(ConfigRejected) as refused:
         check_config_document(document(query("?o", "WINDOW :w { ?o :value }")), "trig")
     assert "per-window" not in refused.value.reason
+
+
+def test_edgewave_match_warns_of_a_stream_no_per_instance_query_reads(tmp_path, capsys) -> None:
+    q = tmp_path / "q.rq"
+    q.write_text(query("(COUNT(*) AS ?n)", "WINDOW :w { ?o :value ?v }"))
+    stream = tmp_path / "s.tsv"
+    stream.write_text(f"0\t{iri('o')} {iri('value')} {num(1)} .\n")
+    assert match_cli.main(["match", "--query", str(q), "--stream", f"{iri('elsewhere')}={stream}"]) == 0
+    err = capsys.readouterr().err
+    assert f"stream {iri('elsewhere')} ({stream}) is read by no query" in err
+    assert f"no --stream feeds {iri('s')}, which query q reads" in err
