@@ -45,7 +45,8 @@ class InstanceResult(NamedTuple):
 
 
 class _Dataset:
-    """The pattern nodes reading one dataset, indexed by their constant predicate."""
+    """The pattern nodes reading one dataset (a window, or the static data), indexed by their
+    constant predicate, so that a changed triple reaches only the patterns it can match."""
 
     def __init__(self) -> None:
         self.by_predicate: dict[str, list[PatternNode]] = {}
@@ -69,6 +70,9 @@ class _Dataset:
 
 
 class InstanceEvaluator:
+    """One per-instance query over its windows: push triples, get the instances they close.
+    Single-threaded and without I/O, like the continuous engine."""
+
     def __init__(self, query: InstanceQuery | str, schema: Iterable[Triple] = (), *, entailment: bool = True,
                  report: str = "non-empty", lateness_ms: int = 0, default_width_ms: Optional[int] = None):
         if isinstance(query, str):
