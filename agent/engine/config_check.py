@@ -16,7 +16,6 @@ version the envelope carries (``version``), its document limits and whether it e
 from __future__ import annotations
 
 import re
-
 from dataclasses import dataclass
 from typing import Callable
 

@@ -29,12 +29,11 @@ from hypothesis import strategies as st
 
 from edgewave.agent.engine.per_instance import InstanceEvaluator
 from edgewave.agent.engine.rspql import split_rspql
+from edgewave.shared.vocab import RDF_TYPE, RDFS_DOMAIN, RDFS_SUBCLASSOF, XSD_NS
 
 EX = "http://example.org/pi#"
-XSD = "http://www.w3.org/2001/XMLSchema#"
-RDF_TYPE = "<http://www.w3.org/1999/02/22-rdf-syntax-ns#type>"
-SUBCLASS = "<http://www.w3.org/2000/01/rdf-schema#subClassOf>"
-DOMAIN = "<http://www.w3.org/2000/01/rdf-schema#domain>"
+XSD = XSD_NS
+SUBCLASS, DOMAIN = RDFS_SUBCLASSOF, RDFS_DOMAIN
 
 
 def iri(name: str) -> str:

@@ -16,6 +16,7 @@ AVG of an empty group is 0; SUM of integers is an integer, AVG of integers a dec
 from __future__ import annotations
 
 import heapq
+from abc import ABC, abstractmethod
 from decimal import Decimal
 from fractions import Fraction
 from typing import Optional
@@ -26,8 +27,9 @@ from .term_order import Descending, order_key
 _RANKS = {int: 0, Decimal: 1, Single: 2, float: 3}
 
 
-class Aggregate:
-    """The common part: DISTINCT's multiset of values, and whether values are kept at all."""
+class Aggregate(ABC):
+    """The common part: DISTINCT's multiset of values, and whether values are kept at all.
+    Each aggregate function is a subclass (``make_aggregate``) giving its ``result``."""
     keeps_values = False
 
     def __init__(self, distinct: bool):
@@ -54,8 +56,9 @@ class Aggregate:
     def include(self, value: Optional[str], weight: int) -> None:
         """The value counted ``weight`` more times (once per distinct value under DISTINCT)."""
 
+    @abstractmethod
     def result(self) -> Optional[str]:
-        raise NotImplementedError
+        """The aggregate's value over the group as it stands: a term, or None for an error."""
 
 
 class Count(Aggregate):

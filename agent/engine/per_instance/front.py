@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple, Optional
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..query import QuerySyntaxError, WindowSpec
 from ..rspql import RspqlClauses, split_rspql
@@ -30,15 +30,15 @@ class InstanceQuery(NamedTuple):
     windows: dict[str, WindowSpec]
     text: str
     clauses: RspqlClauses
+    algebra: Any  # rdflib's algebra of the SPARQL part, parsed once (compiling reads it, never changes it)
 
     def compile(self) -> "Network":
         """A fresh network for this query (each evaluator holds its own state)."""
-        from .compiler import Compiler  # rdflib only for a per-instance query
+        from .compiler import Compiler
         from .expressions import UnsupportedQuery
 
-        algebra = _algebra(self.clauses.sparql, self.text)
         try:
-            return Compiler(self.windows, self.clauses.default_window).query(algebra)
+            return Compiler(self.windows, self.clauses.default_window).query(self.algebra)
         except UnsupportedQuery as exc:
             raise _located(str(exc), self.text) from None
 
@@ -89,7 +89,8 @@ def parse_instance_query(text: str, *, default_width_ms: Optional[int] = None) -
     if not clauses.windows:
         raise QuerySyntaxError("a per-instance query reads at least one window (FROM NAMED WINDOW or "
                                "FROM STREAM ... [RANGE ...])", 1, 1, ("FROM",))
-    query = InstanceQuery(clauses.name, clauses.stream, clauses.windows, text, clauses)
+    algebra = _algebra(clauses.sparql, text)  # rdflib only for a per-instance query
+    query = InstanceQuery(clauses.name, clauses.stream, clauses.windows, text, clauses, algebra)
     query.compile()  # every error now, not at the first instance
     return query
 

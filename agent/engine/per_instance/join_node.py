@@ -39,6 +39,7 @@ class JoinNode(Node):
         self.emit(out)
 
     def right_activation(self, delta: Delta) -> None:
+        # left_activation's mirror: the same join with the sides' roles swapped
         pairing, left = self.pairing, self.left_memory
         key, merge, checks = pairing.right_key, pairing.merge, pairing.checks
         out: Delta = []

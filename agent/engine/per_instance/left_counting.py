@@ -8,12 +8,13 @@ solution when its count leaves or reaches zero (``alone``).
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Optional
 
 from .solutions import Delta, Node, Pairing, Row, add_to
 
 
-class LeftCountingNode(Node):
+class LeftCountingNode(Node, ABC):
     def __init__(self, left: Node, right: Node, variables, certain):
         self.pairing = Pairing(left, right)
         super().__init__(variables, certain)
@@ -24,16 +25,16 @@ class LeftCountingNode(Node):
         right.connect(self.right_activation)
         self.inputs = (left, right)
 
+    @abstractmethod
     def matched(self, left: Row, right: Row) -> Optional[Row]:
         """The merged solution when ``right`` matches ``left``, else None."""
-        raise NotImplementedError
 
     def pair(self, out: Delta, merged: Row, weight: int) -> None:
         """A matching pair entered (weight > 0) or left."""
 
+    @abstractmethod
     def alone(self, out: Delta, left: Row, weight: int, matched: bool) -> None:
         """``left`` with ``weight``, now matched by some right solution or by none."""
-        raise NotImplementedError
 
     def left_activation(self, delta: Delta) -> None:
         pairing, out = self.pairing, []
