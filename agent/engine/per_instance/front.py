@@ -43,7 +43,7 @@ class InstanceQuery(NamedTuple):
             raise _located(str(exc), self.text) from None
 
 
-def _algebra(sparql: str, text: str):
+def _algebra(sparql: str):
     from rdflib.plugins.sparql.algebra import translateQuery
     from rdflib.plugins.sparql.parser import parseQuery
     from pyparsing import ParseException
@@ -61,8 +61,6 @@ def _algebra(sparql: str, text: str):
             return translateQuery(parsed).algebra
         except Exception as exc:  # rdflib's translation refuses some queries (e.g. an ungrouped variable)
             raise QuerySyntaxError(f"{exc}", 1, 1, ()) from None
-
-
 
 
 def _located(message: str, text: str) -> QuerySyntaxError:
@@ -89,7 +87,7 @@ def parse_instance_query(text: str, *, default_width_ms: Optional[int] = None) -
     if not clauses.windows:
         raise QuerySyntaxError("a per-instance query reads at least one window (FROM NAMED WINDOW or "
                                "FROM STREAM ... [RANGE ...])", 1, 1, ("FROM",))
-    algebra = _algebra(clauses.sparql, text)  # rdflib only for a per-instance query
+    algebra = _algebra(clauses.sparql)  # rdflib only for a per-instance query
     query = InstanceQuery(clauses.name, clauses.stream, clauses.windows, text, clauses, algebra)
     query.compile()  # every error now, not at the first instance
     return query
