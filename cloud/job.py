@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from edgewave.shared import failpoints
-from edgewave.shared.events import (BINDINGS, ENTAILED, FIELDS, LONG, REQUIRED_FIELDS, STRING, STRINGS,
+from edgewave.shared.events import (BINDINGS, ENTAILED, FIELDS, LONG, REQUIRED_FIELDS, ROWS, STRING, STRINGS,
                                     TYPE_OF_KIND, EventField)
 from edgewave.shared.shutdown import stop_on_signals
 
@@ -75,7 +75,8 @@ dictionary, which would cost time to build and then be dropped or be as large as
 
 _TYPE_NAMES = {STRING: "a string", LONG: "a long (ms)", STRINGS: "an array of strings",
                BINDINGS: "an array of {variable, value} objects",
-               ENTAILED: "an array of {triple, from, axioms} objects"}
+               ENTAILED: "an array of {triple, from, axioms} objects",
+               ROWS: "an array of rows of {variable, value} objects"}
 """How a rejection reason names each field type of shared/events.py."""
 
 
@@ -93,6 +94,7 @@ def _spark_type(field_type: str) -> Any:
         STRINGS: texts,
         BINDINGS: array_of_objects(("variable", text), ("value", text)),
         ENTAILED: array_of_objects(("triple", text), ("from", text), ("axioms", texts)),
+        ROWS: T.ArrayType(array_of_objects(("variable", text), ("value", text))),
     }
     if field_type not in types or field_type not in _TYPE_NAMES:  # a reason must be able to name it too
         raise ValueError(f"event field type {field_type!r} (shared/events.py) has no Spark type in cloud/job.py")

@@ -18,13 +18,14 @@ import hashlib
 import json
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from .bounded_json import DEFAULT_MAX_BYTES, PayloadError, load_json
 from .vocab import EW_NS, XSD_NS
 
 KIND_MATCH = "match"
 KIND_SIGNIFICANT = "significant"
+KIND_INSTANCE = "instance"     # the result of one window instance of a per-instance query
 EVENT_ID_PREFIX = "urn:edgewave:event:"
 
 CONTEXT: dict[str, Any] = {
@@ -34,6 +35,7 @@ CONTEXT: dict[str, Any] = {
     "type": "@type",
     "Match": "ew:Match",
     "Significant": "ew:Significant",
+    "Instance": "ew:InstanceResult",
     "gateway": "ew:gateway",
     "pattern": "ew:pattern",
     "kind": "ew:kind",
@@ -53,7 +55,14 @@ CONTEXT: dict[str, Any] = {
     "triple": "ew:statement",
     "from": "ew:entailedFrom",
     "axioms": {"@id": "ew:axiom", "@container": "@list"},
+    # An instance result: its streaming operator (RSTREAM, ISTREAM, DSTREAM) and its rows, each
+    # a row's bindings (an unbound variable has none), in the order the query gives them.
+    "operator": "ew:streamOperator",
+    "rows": {"@id": "ew:row", "@container": "@list"},
 }
+
+EARLIER_CONTEXT: dict[str, Any] = {k: v for k, v in CONTEXT.items() if k not in ("Instance", "operator", "rows")}
+"""The context of events stored before instance results existed (an outbox kept across an upgrade)."""
 
 # The one definition of an event's fields: ingest validates against it and the Spark
 # job's schema is derived from it (cloud/job.py), so what ingest lands, Spark can read.
@@ -62,6 +71,7 @@ LONG = "long"                # a JSON integer within a signed 64-bit range (not 
 STRINGS = "strings"          # an array of strings
 BINDINGS = "bindings"        # an array of {"variable": string, "value": string}
 ENTAILED = "entailed"        # an array of {"triple": string, "from": string, "axioms": [string, ...]}
+ROWS = "rows"                # an array of rows, each an array of {"variable": string, "value": string}
 
 
 @dataclass(frozen=True)
@@ -86,10 +96,15 @@ FIELDS: tuple[EventField, ...] = (
     EventField("property", STRING, False),
     EventField("result", STRING, False),
     EventField("entailed", ENTAILED, False),
+    # Fields added later go last: a batch from an agent that predates them has fewer, and
+    # reads as if they were null (shared/uplink_batch.py).
+    EventField("operator", STRING, False),
+    EventField("rows", ROWS, False),
 )
 REQUIRED_FIELDS = tuple(f.name for f in FIELDS if f.required)
 LONG_MIN, LONG_MAX = -(2 ** 63), 2 ** 63 - 1
-TYPE_OF_KIND = {KIND_MATCH: "Match", KIND_SIGNIFICANT: "Significant"}
+TYPE_OF_KIND = {KIND_MATCH: "Match", KIND_SIGNIFICANT: "Significant", KIND_INSTANCE: "Instance"}
+STREAM_OPERATORS = ("RSTREAM", "ISTREAM", "DSTREAM")
 
 
 @dataclass(frozen=True)
@@ -97,11 +112,12 @@ class EventLimits:
     """What one uplink message may hold; checked before or while it is parsed (cloud.yaml ``ingest.limits``)."""
 
     max_bytes: int = DEFAULT_MAX_BYTES
-    max_depth: int = 8          # an event nests 4 deep (event, entailed, entry, axioms)
+    max_depth: int = 8          # an event nests 4 deep (event, entailed, entry, axioms; event, rows, row, binding)
     max_triples: int = 10_000
     max_bindings: int = 1_000
     max_entailed: int = 1_000   # entries of ``entailed`` (at most one per contributing triple)
     max_axioms: int = 32        # axioms of one entry (a schema's chains are a few statements)
+    max_rows: int = 10_000      # rows of one instance result; each row holds at most max_bindings
     # A batch of events in one message (shared/uplink_batch.py); each of its events is then
     # held to the limits above, as a single event is.
     max_batch_bytes: int = DEFAULT_MAX_BYTES      # the compressed payload
@@ -186,6 +202,8 @@ def match_event(gateway: str, pattern: str, bindings: Mapping[str, str], start: 
         "property": None,
         "result": None,
         "entailed": entailed_entries(entailed) if full else None,
+        "operator": None,
+        "rows": None,
     }
 
 
@@ -215,7 +233,56 @@ def significant_event(gateway: str, sensor: str, prop: str, result: str, observe
         "property": prop,
         "result": result,
         "entailed": None,
+        "operator": None,
+        "rows": None,
     }
+
+
+INSTANCE_ROWS_PER_EVENT = 500
+"""An instance result with more rows goes up as several events (``part`` 0, 1, ...), each
+well inside ingest's limits (``max_rows``, ``max_bytes``) whatever the query returns."""
+INSTANCE_BYTES_PER_EVENT = 256 * 1024
+
+
+def instance_events(gateway: str, query: str, start: int, end: int, operator: str,
+                    rows: Sequence[Mapping[str, str]], emitted_at: int) -> list[dict[str, Any]]:
+    """The events of one reported window instance of a per-instance query: its bounds,
+    streaming operator and rows (``{variable: N-Triples term}``, an unbound variable absent).
+
+    The id is derived from gateway, query, bounds, operator and part: an instance reported
+    again (replayed after a crash) gets the same ids, which the cloud drops as duplicates.
+    Usually one event; a result too large for one is cut into parts of whole rows."""
+    if operator not in STREAM_OPERATORS:
+        raise ValueError(f"operator must be one of {STREAM_OPERATORS}, not {operator!r}")
+    parts: list[list[list[dict[str, str]]]] = [[]]
+    used = 0
+    for row in rows:
+        encoded = [{"variable": k, "value": v} for k, v in row.items()]
+        size = sum(len(k) + len(v) + 32 for k, v in row.items())
+        if parts[-1] and (len(parts[-1]) >= INSTANCE_ROWS_PER_EVENT or used + size > INSTANCE_BYTES_PER_EVENT):
+            parts.append([])
+            used = 0
+        parts[-1].append(encoded)
+        used += size
+    return [{
+        "@context": CONTEXT,
+        "id": event_id(gateway, KIND_INSTANCE, f"{query}\x1f{start}\x1f{end}\x1f{operator}\x1f{part}", ()),
+        "type": "Instance",
+        "gateway": gateway,
+        "pattern": query,
+        "kind": KIND_INSTANCE,
+        "windowStart": int(start),
+        "windowEnd": int(end),
+        "emittedAt": int(emitted_at),
+        "bindings": None,
+        "triples": None,
+        "sensor": None,
+        "property": None,
+        "result": None,
+        "entailed": None,
+        "operator": operator,
+        "rows": part_rows,
+    } for part, part_rows in enumerate(parts)]
 
 
 def encode_event(event: Mapping[str, Any]) -> bytes:
@@ -252,6 +319,9 @@ def decode_event(payload: bytes | str, limits: EventLimits = EventLimits()) -> d
         raise EventError(f"unknown kind {event['kind'][:80]!r}")
     if event["type"] != TYPE_OF_KIND[event["kind"]]:
         raise EventError(f"type {event['type'][:80]!r} does not go with kind {event['kind']!r}")
+    if event["kind"] == KIND_INSTANCE:
+        if event["pattern"] is None or event["rows"] is None or event["operator"] not in STREAM_OPERATORS:
+            raise EventError("an instance event needs pattern, rows and operator (RSTREAM, ISTREAM or DSTREAM)")
     return event
 
 
@@ -278,6 +348,21 @@ def _check_field(f: EventField, value: Any, limits: EventLimits) -> None:
             if (type(item) is not dict or type(item.get("variable")) is not str
                     or type(item.get("value")) is not str):
                 raise EventError(f"{f.name} must be an array of {{variable, value}} objects with string members")
+    elif f.type == ROWS:
+        shape = f"{f.name} must be an array of rows, each an array of {{variable, value}} objects with string members"
+        if type(value) is not list:
+            raise EventError(shape)
+        if len(value) > limits.max_rows:
+            raise EventError(f"{f.name}: {len(value)} rows (at most {limits.max_rows})")
+        for row in value:
+            if type(row) is not list:
+                raise EventError(shape)
+            if len(row) > limits.max_bindings:
+                raise EventError(f"{f.name}: a row of {len(row)} bindings (at most {limits.max_bindings})")
+            for item in row:
+                if (type(item) is not dict or type(item.get("variable")) is not str
+                        or type(item.get("value")) is not str):
+                    raise EventError(shape)
     elif f.type == ENTAILED:
         shape = f"{f.name} must be an array of {{triple, from, axioms}} objects (strings, axioms an array of strings)"
         if type(value) is not list:
@@ -298,3 +383,8 @@ def _check_field(f: EventField, value: Any, limits: EventLimits) -> None:
 def bindings_dict(event: Mapping[str, Any]) -> dict[str, str]:
     """The event's bindings as {variable: term}."""
     return {b["variable"]: b["value"] for b in event.get("bindings") or ()}
+
+
+def rows_dicts(event: Mapping[str, Any]) -> list[dict[str, str]]:
+    """An instance event's rows as [{variable: term}, ...]."""
+    return [{b["variable"]: b["value"] for b in row} for row in event.get("rows") or ()]

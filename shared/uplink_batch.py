@@ -12,10 +12,12 @@ the bytes:
 
 ``table`` is a list of strings written once per batch (the encoder puts the IRIs there
 that the batch repeats: its sensors, properties, observations; see ``build_table``). Each event
-is an array: 1 or 0 (it carried the standard ``@context`` or none), then its
-``FIELDS`` in order. A string is written as a JSON string, as the index of a table
-entry, or as an array of pieces (strings and indexes) that concatenate to it; a list,
-binding or entailed entry is an array of those. Decoding gives back the very events
+is an array: 1, 2 or 0 (it carried the standard ``@context``, the one from before
+instance results, or none), then its
+``FIELDS`` in order (an agent that predates the last two fields sends the first 14). A
+string is written as a JSON string, as the index of a table entry, or as an array of
+pieces (strings and indexes) that concatenate to it; a list, binding or entailed entry is
+an array of those, and an instance result's rows an array of arrays of bindings. Decoding gives back the very events
 that were encoded: ids, order, every field and the ``@context``.
 
 0xFF never starts UTF-8 text, so no JSON payload begins with it: ingest tells a batch
@@ -37,14 +39,14 @@ from collections import Counter
 from typing import Any, Iterable, Mapping, Sequence
 
 from .bounded_json import PayloadError, load_json
-from .events import (BINDINGS, CONTEXT, ENTAILED, FIELDS, LONG, STRING, STRINGS, EventError, EventLimits,
+from .events import (BINDINGS, CONTEXT, EARLIER_CONTEXT, ENTAILED, FIELDS, LONG, ROWS, STRING, STRINGS, EventError, EventLimits,
                      decode_event, encode_event)
 
 MAGIC = 0xFF
 FORMAT_VERSION = 1
 CODEC_ZLIB = 0
 HEADER = struct.Struct(">BBBHI")
-MAX_DEPTH = 7          # body, events, event, entailed, entry, axioms, pieces
+MAX_DEPTH = 7          # body, events, event, entailed, entry, axioms, pieces (or rows, row, pair, pieces)
 COMPRESS_LEVEL = 6
 
 # The zlib preset dictionary of format version 1: text nearly every batch holds, so that
@@ -62,8 +64,14 @@ ZDICT = ("[[\"<http://www.w3.org/1999/02/22-rdf-syntax-ns#type>\",\"<http://www.
          "]]").encode("utf-8")
 
 _IRI = re.compile(r"<[^<>\s]+>")
-_CONTEXT_FLAGS = {True: 1, False: 0}
+_CONTEXTS = {1: CONTEXT, 2: EARLIER_CONTEXT}      # the context flag: 0 none, else one of these
 _KEYS = frozenset(f.name for f in FIELDS)
+# An event made before the last fields existed (operator, rows: an older agent, or an
+# outbox kept across an upgrade) is written with the first ``_FIRST_FIELDS`` and read back
+# without them, exactly as it was; ``check_event`` reads them as null.
+_FIRST_FIELDS = 14
+_FIELD_COUNTS = (_FIRST_FIELDS, len(FIELDS))
+_LATER_KEYS = frozenset(f.name for f in FIELDS[_FIRST_FIELDS:])   # an event stored before them may lack them
 
 
 class BatchError(EventError):
@@ -80,7 +88,7 @@ def is_batch(payload: bytes) -> bool:
 def _texts(event: Mapping[str, Any]) -> Iterable[str]:
     """Every string of ``event`` the table may shorten (all but the id, which is unique)."""
     for f in FIELDS:
-        value = event[f.name]
+        value = event.get(f.name)
         if value is None or f.name == "id":
             continue
         if f.type == STRING:
@@ -96,6 +104,10 @@ def _texts(event: Mapping[str, Any]) -> Iterable[str]:
                 yield e["triple"]
                 yield e["from"]
                 yield from e["axioms"]
+        elif f.type == ROWS:
+            for row in value:
+                for b in row:
+                    yield b["value"]
 
 
 def build_table(events: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -149,15 +161,19 @@ class _Writer:
 
     def event(self, event: Mapping[str, Any]) -> list[Any]:
         unknown = set(event) - _KEYS - {"@context"}
-        missing = _KEYS - set(event)
+        missing = _KEYS - set(event) - _LATER_KEYS
         if unknown or missing:
             raise BatchError(f"not an uplink event: unknown keys {sorted(unknown)}, missing {sorted(missing)}")
-        if "@context" in event and event["@context"] != CONTEXT:
-            raise BatchError("an event with an @context other than the standard one cannot be batched")
-        out: list[Any] = [_CONTEXT_FLAGS["@context" in event]]
+        flag = 0
+        if "@context" in event:
+            flag = next((n for n, context in _CONTEXTS.items() if event["@context"] == context), None)
+            if flag is None:
+                raise BatchError("an event with an @context other than the standard one cannot be batched")
+        out: list[Any] = [flag]
         text = self.text
-        for f in FIELDS:
-            value = event[f.name]
+        written = FIELDS if _LATER_KEYS & set(event) else FIELDS[:_FIRST_FIELDS]
+        for f in written:
+            value = event.get(f.name)
             if value is None:
                 out.append(None)
             elif f.type == STRING:
@@ -170,6 +186,9 @@ class _Writer:
                 out.append([text(_str(v, f.name)) for v in value])
             elif f.type == BINDINGS:
                 out.append([[text(_str(b["variable"], f.name)), text(_str(b["value"], f.name))] for b in value])
+            elif f.type == ROWS:
+                out.append([[[text(_str(b["variable"], f.name)), text(_str(b["value"], f.name))] for b in row]
+                            for row in value])
             else:
                 out.append([[text(_str(e["triple"], f.name)), text(_str(e["from"], f.name)),
                              [text(_str(a, f.name)) for a in e["axioms"]]] for e in value])
@@ -248,9 +267,10 @@ class _Reader:
         return [self.text(v, where) for v in value]
 
     def event(self, raw: Any, number: int) -> dict[str, Any]:
-        if type(raw) is not list or len(raw) != len(FIELDS) + 1 or raw[0] not in (0, 1) or type(raw[0]) is not int:
+        if (type(raw) is not list or len(raw) - 1 not in _FIELD_COUNTS or raw[0] not in (0, *_CONTEXTS)
+                or type(raw[0]) is not int):
             raise BatchError(f"event {number}: not an array of a context flag and {len(FIELDS)} fields")
-        event: dict[str, Any] = {"@context": CONTEXT} if raw[0] else {}
+        event: dict[str, Any] = {"@context": _CONTEXTS[raw[0]]} if raw[0] else {}
         for f, value in zip(FIELDS, raw[1:]):
             where = f"event {number} {f.name}"
             if value is None:
@@ -268,6 +288,12 @@ class _Reader:
                     raise BatchError(f"{where} must be an array of [variable, value] pairs")
                 event[f.name] = [{"variable": self.text(b[0], where), "value": self.text(b[1], where)}
                                  for b in value]
+            elif f.type == ROWS:
+                if type(value) is not list or any(type(row) is not list or any(type(b) is not list or len(b) != 2
+                                                                                for b in row) for row in value):
+                    raise BatchError(f"{where} must be an array of rows of [variable, value] pairs")
+                event[f.name] = [[{"variable": self.text(b[0], where), "value": self.text(b[1], where)}
+                                  for b in row] for row in value]
             else:
                 if type(value) is not list or any(type(e) is not list or len(e) != 3 for e in value):
                     raise BatchError(f"{where} must be an array of [triple, from, axioms] entries")

@@ -17,7 +17,8 @@ def test_event_schema_is_the_event_definition_plus_ingest_time():
     spark_types = {f.name: f.dataType.simpleString() for f in schema.fields}
     expected = {"string": "string", "long": "bigint", "strings": "array<string>",
                 "bindings": "array<struct<variable:string,value:string>>",
-                "entailed": "array<struct<triple:string,from:string,axioms:array<string>>>"}
+                "entailed": "array<struct<triple:string,from:string,axioms:array<string>>>",
+                "rows": "array<array<struct<variable:string,value:string>>>"}
     assert all(spark_types[f.name] == expected[f.type] for f in FIELDS)
     assert spark_types["ingestTime"] == "bigint"
     assert REQUIRED_COLUMNS == (*REQUIRED_FIELDS, "ingestTime")

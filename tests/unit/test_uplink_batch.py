@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from edgewave.agent.engine.evidence import Entailment
 from edgewave.shared.bounded_json import load_json
-from edgewave.shared.events import (CONTEXT, FIELDS, EventError, EventLimits, decode_event, encode_event,
-                                    match_event, significant_event)
+from edgewave.shared.events import (CONTEXT, EARLIER_CONTEXT, FIELDS, EventError, EventLimits, decode_event,
+                                    encode_event, instance_events, match_event, rows_dicts, significant_event)
 from edgewave.shared.uplink_batch import (HEADER, MAGIC, MAX_DEPTH, ZDICT, BatchError, build_table, check_event,
                                           decode_batch, encode_batch, is_batch)
 
@@ -43,7 +43,7 @@ def body_of(table: list, events: list) -> bytes:
 
 
 def compact(event: dict) -> list:
-    return [1] + [event[f.name] for f in FIELDS]
+    return [1] + [event.get(f.name) for f in FIELDS]
 
 
 # -- the round trip ---------------------------------------------------------------------------
@@ -247,9 +247,12 @@ def test_any_events_come_back_exactly_as_encoded(events, shared):
     assert [check_event(e) for e in decoded] == [decode_event(encode_event(e)) for e in events]
 
 
-def test_the_context_written_is_the_standard_one():
-    decoded = decode_batch(encode_batch(GOOD))
-    assert all(e["@context"] == CONTEXT for e in decoded)
+def test_the_context_written_is_the_one_the_event_carried():
+    """Events made now carry the standard context; the demo's recording, from before instance
+    results, the earlier one: each comes back with its own."""
+    fresh = instance_result(1) + [match_event("gw1", "p", {"x": "<a>"}, 1, 2, [(("<a>", "<b>", "<c>"), 1)], 3)]
+    assert all(e["@context"] == CONTEXT for e in decode_batch(encode_batch(fresh)))
+    assert all(e["@context"] == EARLIER_CONTEXT for e in decode_batch(encode_batch(GOOD)))
 
 
 def test_the_header_is_what_the_docs_say():
@@ -257,3 +260,56 @@ def test_the_header_is_what_the_docs_say():
     magic, version, codec, count, inflated = struct.unpack(">BBBHI", payload[:9])
     assert (magic, version, codec, count) == (0xFF, 1, 0, 2)
     assert len(zlib.decompressobj(zdict=ZDICT).decompress(payload[9:])) == inflated
+
+
+# -- instance results and events from before them ---------------------------------------------
+
+def instance_result(rows: int = 3) -> list[dict]:
+    return instance_events("gw1", "co2-per-room", 60_000, 120_000, "RSTREAM",
+                           [{"room": f"<{EX}gw1/room{i}>", "avg": f'"{400 + i}.5"^^<http://www.w3.org/2001/XMLSchema#decimal>'}
+                            for i in range(rows)] + [{"room": f"<{EX}gw1/room9>"}], 125_000)
+
+
+def test_an_instance_result_comes_back_exactly_beside_matches_and_observations():
+    events = demo_events()[:5] + instance_result() + demo_events()[5:8]
+    for shared in (True, False):
+        decoded = decode_batch(encode_batch(events, shared_table=shared))
+        assert decoded == events
+        landed = check_event(decoded[5])
+        assert landed["kind"] == "instance" and landed["operator"] == "RSTREAM"
+        assert rows_dicts(landed)[-1] == {"room": f"<{EX}gw1/room9>"}    # the unbound ?avg is absent
+
+
+def test_events_stored_before_instance_results_are_batched_and_landed_as_they_were():
+    """An outbox kept across an upgrade holds events without operator and rows, under the
+    earlier context: they go up unchanged and land with the two fields null."""
+    old = {k: v for k, v in demo_events()[0].items() if k not in ("operator", "rows")}
+    old["@context"] = EARLIER_CONTEXT
+    assert decode_batch(encode_batch([old, *instance_result(1)])) == [old, *instance_result(1)]
+    landed = check_event(old)
+    assert landed["operator"] is None and landed["rows"] is None
+
+
+def test_a_large_instance_result_is_cut_into_events_ingest_accepts():
+    events = instance_result(1_200)
+    assert [len(e["rows"]) for e in events] == [500, 500, 201]
+    assert len({e["id"] for e in events}) == 3
+    assert all(check_event(e)["rows"] for e in events)
+    assert events[0]["id"] == instance_result(1_200)[0]["id"]       # reported again: the same ids
+
+
+@pytest.mark.parametrize("change,reason", [
+    ({"operator": "XSTREAM"}, "operator"),
+    ({"rows": None}, "needs pattern, rows"),
+    ({"rows": [[{"variable": "a"}]]}, "rows must be an array of rows"),
+    ({"rows": [{"variable": "a", "value": "b"}]}, "rows must be an array of rows"),
+    ({"type": "Match"}, "does not go with kind"),
+])
+def test_a_malformed_instance_event_is_refused_with_the_reason(change, reason):
+    with pytest.raises(EventError, match=reason):
+        check_event({**instance_result(1)[0], **change})
+
+
+def test_ingest_holds_an_instance_result_to_max_rows():
+    with pytest.raises(EventError, match="at most 100"):
+        check_event(instance_result(200)[0], EventLimits(max_rows=100))
