@@ -68,7 +68,7 @@ STALL_S = 0.005              # a message this soon after a group committed by ti
 STALL_RETRY_S = 60.0         # how long groups stay cut at what the broker lets through
 STALL_CONFIRM = 3            # groups in a row that show the same stall before groups are cut
 # Each event the outbox took (or holds in memory, or dropped and counted) is counted by kind.
-KIND_COUNTERS = {"match": "matches", "significant": "significant"}
+KIND_COUNTERS = {"match": "matches", "significant": "significant", "instance": "instance_events"}
 
 Row = tuple[int, bytes]      # (outbox seq, payload)
 # one transaction: journal rows (and the journal epoch they were made in), events

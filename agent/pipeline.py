@@ -3,8 +3,9 @@
 It runs in one direction, with no thread, lock or I/O of its own:
 
     intake (decode, check)  ->  engine (push; ``Engine.push_many`` returns the matches
-    the triples completed)  ->  events (one per match)  ->  significance (observations
-    no match used)  ->  ``Handled``
+    the triples completed) and the per-instance queries (instance_queries.py: the window
+    instances the message's time closed)  ->  events (one per match, one per reported
+    instance)  ->  significance (observations no match used)  ->  ``Handled``
 
 The caller (runtime.py, under the engine lock) hands ``Handled.events`` to the outbox
 writer (outbox_writer.py) and releases ``Handled.acks`` when the writer says they may go.
@@ -24,6 +25,7 @@ from typing import Any, NamedTuple, Sequence
 from edgewave.agent.agent_clock import CLOCK
 from edgewave.agent.config import AgentSettings
 from edgewave.agent.engine import Engine, Match
+from edgewave.agent.instance_queries import InstanceQueries
 from edgewave.agent.intake import Intake, Rejection, SensorEvent
 from edgewave.agent.mqtt_link import Ack
 from edgewave.agent.reconfigure import CompiledConfig, ConfigChange, apply_difference, build_engine
@@ -59,6 +61,7 @@ class Pipeline:
         self.significance = SignificanceFilter(settings.significance)
         self._significance_on = settings.significance.enabled
         self.engine: Engine | None = None       # built from the applied config (``rebuild``)
+        self.instances = InstanceQueries(settings.gateway, settings.engine.entailment)
         self.last_arrival_ms = 0                # the engine's clock: it never goes back
         self.engine_counters: dict[str, int] = {}
 
@@ -84,6 +87,10 @@ class Pipeline:
         matches = self.engine.push_many([(arrival_ms, t) for t in triples], accepted.stream)
         emitted = _now_ms()
         events = self.match_events(matches, emitted) if matches else []
+        if self.instances.evaluators:
+            closed = self.instances.push(triples, arrival_ms, accepted.stream)
+            if closed:
+                events.extend(self.instances.events(closed, emitted))
         if self._significance_on:
             self._significant(triples, matches, arrival_ms, emitted, events)
         return Handled(events, acks, accepted)
@@ -124,10 +131,12 @@ class Pipeline:
         """Push what entered the engine before a restart, ``(arrival_ms, stream, triples)`` in
         order, into the fresh engine (window_journal.py); how many matches it completed. Those
         were stored with the journal's rows before the restart: they make no events again."""
-        engine = self.engine
+        engine, instances = self.engine, self.instances
         matches = 0
         for arrival_ms, stream, triples in messages:
             matches += len(engine.push_many([(arrival_ms, t) for t in triples], stream))
+            if instances.evaluators:
+                instances.push(triples, arrival_ms, stream)    # closed again: below reported_through
             self.last_arrival_ms = max(self.last_arrival_ms, arrival_ms)
         return matches
 
@@ -136,23 +145,31 @@ class Pipeline:
         """The engine's clock: the latest arrival time, or the wall clock once idle (``idle``)."""
         return self.last_arrival_ms
 
-    def idle(self, now_ms: int) -> None:
+    def idle(self, now_ms: int) -> list[Event]:
         """No work queued: with no message for ``IDLE_ADVANCE_MS``, stream time moves on by
-        the clock so that windows expire. Sooner would take the engine for 1-2 ms twice a
-        second under load (the latency tail: bursts of 5-12 ms at a 0.5 s period at 1,000
-        msg/s); later arrivals are clamped to this time, so the clock never goes back."""
+        the clock so that windows expire and window instances close; returns the events of
+        the instances it closed. Sooner would take the engine for 1-2 ms twice a second
+        under load (the latency tail: bursts of 5-12 ms at a 0.5 s period at 1,000 msg/s);
+        later arrivals are clamped to this time, so the clock never goes back."""
+        events: list[Event] = []
         if now_ms - self.last_arrival_ms >= IDLE_ADVANCE_MS:
             self.last_arrival_ms = now_ms
             self.engine.advance(now_ms)
+            if self.instances.evaluators:
+                closed = self.instances.advance(now_ms)
+                if closed:
+                    events = self.instances.events(closed, _now_ms())
         self.read_engine_counters()
+        return events
 
     def read_engine_counters(self) -> None:
         """Copy the engine's running totals for the status thread (constant time)."""
-        self.engine_counters = self.engine.counters()
+        self.engine_counters = {**self.engine.counters(), **self.instances.counters()}
 
     def rebuild(self, config: CompiledConfig | None) -> None:
         """A fresh engine and filter rules for ``config`` (start-up, or after a failed swap)."""
         self.engine = build_engine(config, self.settings)
+        self.instances.rebuild(config)
         self.significance.set_rules(config.significance if config else [])
         self.read_engine_counters()
 
@@ -167,5 +184,6 @@ class Pipeline:
             change = apply_difference(engine, old, new)
         finally:
             engine.on_match = None
+        self.instances.reconfigure(old, new)
         self.significance.set_rules(new.significance)
         return change, self.match_events(completed, _now_ms())

@@ -30,6 +30,7 @@ from typing import Callable
 from edgewave.agent.config import AgentSettings
 from edgewave.agent.engine import Engine, Match, parse_query
 from edgewave.agent.engine.config_check import check_config_document, unprocessable
+from edgewave.agent.engine.per_instance import InstanceQuery
 from edgewave.shared import clock
 from edgewave.shared.bounded_json import load_json
 from edgewave.shared.configdoc import (ENVELOPE_MAX_DEPTH, LONG_MAX, REJECTION_KINDS, ConfigRejected,
@@ -66,6 +67,10 @@ class CompiledConfig:
     format: str
     document: str
     patterns: dict[str, str] = field(default_factory=dict)      # query name -> query text
+    # The patterns evaluated per window instance (instance_queries.py), parsed once, and their
+    # report policies; the other patterns are the continuous engine's.
+    instance_queries: dict[str, InstanceQuery] = field(default_factory=dict)
+    reports: dict[str, str] = field(default_factory=dict)
     schema: frozenset[Triple] = frozenset()
     static: frozenset[Triple] = frozenset()
     significance: list[SignificanceRule] = field(default_factory=list)
@@ -96,6 +101,7 @@ def compile_document(version: int, fmt: str, text: str, settings: AgentSettings,
                                     entailment=settings.engine.entailment, knows_stream=settings.knows_stream)
     doc = checked.document
     return CompiledConfig(version=version, format=fmt, document=text, patterns=checked.patterns,
+                          instance_queries=checked.instance_queries, reports=checked.reports,
                           schema=frozenset(doc.schema), static=frozenset(doc.static),
                           significance=list(doc.significance))
 
@@ -106,15 +112,17 @@ def build_engine(config: CompiledConfig | None, settings: AgentSettings,
     engine = Engine(schema=sorted(config.schema) if config else [], entailment=settings.engine.entailment,
                     on_match=on_match)
     if config:
-        for text in config.patterns.values():
-            engine.add_query(parse_query(text))
+        for name, text in config.patterns.items():
+            if name not in config.instance_queries:
+                engine.add_query(parse_query(text))
         if config.static:
             engine.add_static(sorted(config.static))
     return engine
 
 
 def apply_difference(engine: Engine, old: CompiledConfig | None, new: CompiledConfig) -> ConfigChange:
-    """Change a running engine from ``old`` to ``new``, touching only what differs."""
+    """Change a running engine from ``old`` to ``new``, touching only what differs (the
+    per-instance queries change beside it: instance_queries.py)."""
     old_patterns = old.patterns if old else {}
     old_static = old.static if old else frozenset()
     old_schema = old.schema if old else frozenset()
@@ -125,9 +133,11 @@ def apply_difference(engine: Engine, old: CompiledConfig | None, new: CompiledCo
     added = tuple(n for n, t in new.patterns.items() if old_patterns.get(n) != t)
     kept = tuple(n for n in new.patterns if n not in added)
     for name in removed:
-        engine.remove_query(name)
+        if name not in old.instance_queries:
+            engine.remove_query(name)
     for name in added:
-        engine.add_query(parse_query(new.patterns[name]))
+        if name not in new.instance_queries:
+            engine.add_query(parse_query(new.patterns[name]))
     gone = old_static - new.static
     fresh = new.static - old_static
     if gone:

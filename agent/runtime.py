@@ -276,9 +276,12 @@ class Agent:
         """No queued work, the usual case: the network thread handles most messages itself
         (each moves the engine's clock, see Pipeline.idle); a group of journal rows, or the
         journal's expired rows, may be due (outbox_writer.py)."""
-        assert self.writer is not None
+        assert self.writer is not None and self.journal is not None
         with self._engine_lock:
-            self.pipeline.idle(_now_ms())
+            events = self.pipeline.idle(_now_ms())
+            if events:      # window instances the clock closed: stored with how far they go
+                self.journal.note_reported(max(e["windowEnd"] for e in events))
+                self._to_uplink(self.writer.write(events, None))
             self._release_written(self.writer.flush_due())
 
     def _work_once(self, item: WorkItem) -> None:

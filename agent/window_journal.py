@@ -196,6 +196,9 @@ class WindowJournal:
         self._redelivered: Counter[bytes] | None = None
         self.epoch = 0                 # bumped when the journal starts afresh: older entries are void
         self._writing: Sequence[JournalEntry] = ()   # the rows the open transaction inserts
+        # How far window instances were reported (instance_queries.py): what the meta holds, and
+        # the value the next transaction writes there.
+        self._reported_written = self._reported = -1
 
     # -- the running agent (engine lock) ---------------------------------------------------------
     def entry(self, topic: str, payload: bytes, entered: SensorEvent | None) -> JournalEntry | None:
@@ -222,6 +225,12 @@ class WindowJournal:
         self.counters.add("redelivered_skipped")
         return True
 
+    def note_reported(self, end_ms: int) -> None:
+        """Window instances ending by ``end_ms`` are reported by the events the next
+        transaction stores (those the clock closed on an idle gateway): written with them, so
+        that after a crash they are not reported again (the journal's rows cannot tell)."""
+        self._reported = max(self._reported, end_ms)
+
     def statement(self, entries: Sequence[JournalEntry], epoch: int) -> Callable[[sqlite3.Connection], None] | None:
         """What to run inside the outbox transaction that stores ``entries`` (made while
         ``epoch`` was current, in order), or None if it has nothing to do. Entries of an
@@ -235,7 +244,7 @@ class WindowJournal:
         if self._marks and not self._reset and self._generation == self.outbox.generation:
             now = entries[-1].arrival_ms if entries else self._stream_ms()
             self._pruned = self._expired(now, sum(e.size for e in entries))
-        if not entries and not self._reset and self._pruned is None:
+        if not entries and not self._reset and self._pruned is None and self._reported == self._reported_written:
             return None
         return self._write
 
@@ -261,9 +270,13 @@ class WindowJournal:
             conn.executemany(_INSERT, [(seq + i, *e[:4]) for i, e in enumerate(entries)])
         if self._pruned is not None:
             conn.execute("DELETE FROM journal WHERE seq <= ?", (self._pruned[0],))
+        if self._reported != self._reported_written:
+            conn.execute("INSERT OR REPLACE INTO journal_meta (name, value) VALUES ('reported_through', ?)",
+                         (str(self._reported),))
 
     def committed(self) -> None:
         """The transaction that ran the last ``statement`` committed."""
+        self._reported_written = self._reported
         pruned, self._pruned = self._pruned, None
         entries, self._writing = self._writing, ()
         if self._generation != self.outbox.generation or self._reset:
@@ -304,7 +317,8 @@ class WindowJournal:
 
     def _meta(self) -> dict[str, str]:
         return {"format": JOURNAL_FORMAT, "engine": engine_version(),
-                "config_version": str(self.config_version), "boot_id": self.clock.boot_id}
+                "config_version": str(self.config_version), "boot_id": self.clock.boot_id,
+                "reported_through": str(self._reported)}
 
     def _expired(self, now_ms: int, adding: int) -> tuple[int, int, bool] | None:
         """The rows to delete at stream time ``now_ms`` as (last seq, bytes, truncated), if
@@ -351,6 +365,7 @@ class WindowJournal:
             self._reset = True
             self._redelivered = None
             self.epoch += 1
+            self._reported = -1        # the new config's queries report from their start
 
     # -- start-up ---------------------------------------------------------------------------
     def restore(self, pipeline: Pipeline) -> None:
@@ -435,9 +450,17 @@ class WindowJournal:
                                 "journal's last row: the time the agent was down is unknown")
             shift = 0
         now = max(wall, last_arrival + shift)
-        cutoff = now - self._width_ms
+        # Per-instance queries need what their instances still to be reported hold: those
+        # that end after the last row, closed by the clock now (or already, by the meta).
+        cutoff = (last_arrival + shift if pipeline.instances.evaluators else now) - self._width_ms
         kept = [row for row in decoded if row[1] + shift >= cutoff]
         replayed = len(kept)
+        try:
+            reported = int(meta.get("reported_through", "-1"))
+        except ValueError:
+            raise Discarded(f"reported_through {meta.get('reported_through')!r} is not a number") from None
+        self._reported = self._reported_written = reported
+        pipeline.instances.reported_through = max(last_arrival, reported) + shift
         matches = pipeline.replay([(arrival + shift, stream, triples)
                                    for seq, arrival, stream, digest, triples, size in kept])
         first_kept = kept[0][0] if kept else rows[-1][0] + 1
@@ -473,13 +496,18 @@ class WindowJournal:
 
 
 def windows_of(config: CompiledConfig | None) -> tuple[frozenset[str] | None, int]:
-    """The streams the config's windows read (None: every stream) and the longest window (ms)."""
+    """The streams the config's windows read (None: every stream) and how long a row is
+    needed (ms): the longest window of a continuous pattern; RANGE + STEP of a per-instance
+    query (its last reported instance, which ISTREAM, DSTREAM and on-change compare with)."""
     if config is None:
         return frozenset(), 0
     streams: set[str | None] = set()
     width = 0
-    for text in config.patterns.values():
-        for window in parse_query(text).windows.values():
-            width = max(width, window.width_ms)
+    for name, text in config.patterns.items():
+        instance_query = config.instance_queries.get(name)
+        windows = (instance_query or parse_query(text)).windows.values()
+        for window in windows:
+            needed = window.width_ms + (window.step_ms or window.width_ms if instance_query else 0)
+            width = max(width, needed)
             streams.update(window.streams())
     return (None if None in streams else frozenset(s for s in streams if s is not None)), width

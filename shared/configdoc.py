@@ -157,6 +157,7 @@ class ConfigDocument:
     version: int | None = None
     patterns: dict[str, str] = field(default_factory=dict)
     alerts: dict[str, AlertText] = field(default_factory=dict)   # by pattern label, as patterns
+    reports: dict[str, str] = field(default_factory=dict)        # by pattern label: ew:report, where given
     schema: list[tuple[str, str, str]] = field(default_factory=list)
     static: list[tuple[str, str, str]] = field(default_factory=list)
     significance: list[SignificanceRule] = field(default_factory=list)
@@ -239,7 +240,7 @@ def _read_document(dataset: rdflib.Dataset) -> ConfigDocument:
     static_name = URIRef(vocab.iri(vocab.EW_STATIC_GRAPH))
     config_preds = {URIRef(vocab.iri(p)) for p in (
         vocab.EW_HAS_PATTERN, vocab.EW_NAME, vocab.EW_QUERY, vocab.EW_TITLE, vocab.EW_SEVERITY, vocab.EW_MESSAGE,
-        vocab.EW_VERSION, vocab.EW_SIGNIFICANCE,
+        vocab.EW_REPORT, vocab.EW_VERSION, vocab.EW_SIGNIFICANCE,
         vocab.EW_PROPERTY, vocab.EW_DEADBAND_ABSOLUTE, vocab.EW_DEADBAND_RELATIVE, vocab.EW_MAX_SILENCE,
         vocab.EW_MAX_RATE)}
     config_types = {URIRef(vocab.iri(t)) for t in (vocab.EW_GATEWAY_CONFIG, vocab.EW_PATTERN,
@@ -282,6 +283,9 @@ def _read_document(dataset: rdflib.Dataset) -> ConfigDocument:
         alert = AlertText(*(_text(config_graph, node, p) for p in (ew.title, ew.severity, ew.message)))
         if alert != AlertText():
             doc.alerts[str(name)] = alert
+        report = _text(config_graph, node, ew.report)
+        if report is not None:
+            doc.reports[str(name)] = report
     rules = set(config_graph.subjects(rdf_type, ew.SignificanceRule)) | set(config_graph.objects(None, ew.significance))
     for node in rules:
         prop = config_graph.value(node, ew.property)

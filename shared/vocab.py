@@ -71,6 +71,7 @@ EW_QUERY = _t(EW_NS, "query")
 EW_TITLE = _t(EW_NS, "title")          # a pattern's alert text (shared/alert_text.py)
 EW_SEVERITY = _t(EW_NS, "severity")
 EW_MESSAGE = _t(EW_NS, "message")
+EW_REPORT = _t(EW_NS, "report")      # a per-instance query's report policy
 EW_VERSION = _t(EW_NS, "version")
 EW_SIGNIFICANCE = _t(EW_NS, "significance")
 EW_SIGNIFICANCE_RULE = _t(EW_NS, "SignificanceRule")

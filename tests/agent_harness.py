@@ -70,6 +70,15 @@ FROM NAMED WINDOW <w> ON <http://example.org/stream/alarm> [RANGE PT10S STEP PT1
 WHERE { WINDOW <w> { ?e ex:alarmLevel ?level . ?e ex:raisedBy ?sensor } ?sensor ex:locatedIn ?room }"""
 
 
+AVERAGE = PREFIXES + """REGISTER RSTREAM <average> AS SELECT ?room (AVG(?t) AS ?avg) (COUNT(?o) AS ?n)
+FROM NAMED WINDOW <w> ON <http://example.org/stream/fire> [RANGE PT2S STEP PT2S]
+WHERE {
+  WINDOW <w> { ?o sosa:observedProperty ex:temperature ; sosa:hasSimpleResult ?t ; sosa:madeBySensor ?s . }
+  ?s ex:locatedIn ?room .
+} GROUP BY ?room"""
+"""A per-instance query: the average temperature per room, per 2 s instance (aligned at 0)."""
+
+
 def alarm(n: int) -> bytes:
     """An alarm event: completes the ALARM pattern on its own (one match per message)."""
     return (f'<{EX}alarm{n}> <{EX}alarmLevel> "{n}"^^<http://www.w3.org/2001/XMLSchema#integer> .\n'

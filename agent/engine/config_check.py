@@ -15,7 +15,6 @@ version the envelope carries (``version``), its document limits and whether it e
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -23,7 +22,9 @@ from edgewave.shared.alert_text import AlertText, TemplateError, check_alert_tex
 from edgewave.shared.configdoc import ConfigDocument, ConfigRejected, DocumentLimits, load_config_document
 
 from .engine import Engine
-from .query import QuerySyntaxError, parse_query
+from .per_instance.front import InstanceQuery, parse_for_evaluation
+from .per_instance.reporting import DEFAULT_POLICY, ReportPolicy
+from .query import QuerySyntaxError
 
 DEFAULT_LIMITS = DocumentLimits()
 
@@ -35,27 +36,15 @@ class CheckedDocument:
     document: ConfigDocument
     patterns: dict[str, str]      # the name after REGISTER -> the query text
     alerts: dict[str, AlertText]  # the name after REGISTER -> its alert text, where it has one
+    # The patterns evaluated per window instance (docs/engine.md), parsed, and their report policies.
+    instance_queries: dict[str, InstanceQuery]
+    reports: dict[str, str]
 
 
 def unprocessable(exc: BaseException) -> str:
     """The reason given for a document whose judging raised something unexpected (RecursionError,
     MemoryError, a bug): the document fails, not the one judging it."""
     return f"document could not be processed: {type(exc).__name__}: {str(exc)[:200]}"
-
-
-# Constructs the pattern parser refuses and per-window evaluation runs (its refusal names them).
-_PER_INSTANCE_CONSTRUCTS = re.compile(r"\b(OPTIONAL|UNION|MINUS|BIND|VALUES|EXISTS|expressions in SELECT|ORDER BY|"
-                                      r"GROUP BY|HAVING|LIMIT|OFFSET) ")
-
-
-def _per_instance_only(refused: QuerySyntaxError) -> str:
-    """What to add when the pattern parser refuses a construct that ``edgewave match``
-    evaluates per window instance: gateways run continuous patterns only, for now. Read off
-    the refusal, so that a gateway judging a pushed document never loads a SPARQL parser."""
-    if _PER_INSTANCE_CONSTRUCTS.search(refused.message or str(refused)) is None:
-        return ""
-    return (" (the query needs per-window evaluation, which `edgewave match` runs and gateways "
-            "do not yet: docs/engine.md, \"Per-instance queries\")")
 
 
 def check_version(declared: int | None, version: int) -> None:
@@ -70,7 +59,8 @@ def check_version(declared: int | None, version: int) -> None:
 def check_config_document(text: str, fmt: str, *, limits: DocumentLimits | None = DEFAULT_LIMITS,
                           version: int | None = None, entailment: bool = True,
                           knows_stream: Callable[[str], bool] | None = None) -> CheckedDocument:
-    """Parse ``text`` and compile every pattern of it in a trial engine with its schema and static data.
+    """Parse ``text`` and compile every pattern of it in a trial engine with its schema and static data
+    (a per-instance query compiles its own network when it is parsed).
 
     Raises ConfigRejected with the reason a gateway puts in its ack, checked in the order the
     gateway checks: the document's limits and syntax, ``version`` against the document's own
@@ -83,13 +73,25 @@ def check_config_document(text: str, fmt: str, *, limits: DocumentLimits | None 
         check_version(doc.version, version)
     patterns: dict[str, str] = {}
     alerts: dict[str, AlertText] = {}
+    instance_queries: dict[str, InstanceQuery] = {}
+    reports: dict[str, str] = {}
     trial = Engine(schema=list(doc.schema), entailment=entailment, on_match=lambda m: None)
     for label, query_text in sorted(doc.patterns.items()):
         try:
-            query = parse_query(query_text)
+            query = parse_for_evaluation(query_text)
         except QuerySyntaxError as exc:
             raise ConfigRejected(f"parse error in pattern {label} at line {exc.line} column {exc.column}: "
-                                 f"{exc.message or exc}{_per_instance_only(exc)}") from exc
+                                 f"{exc.message or exc}") from exc
+        per_instance = isinstance(query, InstanceQuery)
+        report = doc.reports.get(label)
+        if report is not None:
+            if not per_instance:
+                raise ConfigRejected(f"pattern {query.name}: ew:report applies to per-instance queries only; "
+                                     "a continuous pattern reports each match")
+            try:
+                ReportPolicy.parse(report)
+            except ValueError as exc:
+                raise ConfigRejected(f"pattern {query.name}: ew:{exc}") from exc
         if query.name in patterns:
             raise ConfigRejected(f"duplicate pattern name {query.name}")
         if knows_stream is not None:
@@ -100,18 +102,23 @@ def check_config_document(text: str, fmt: str, *, limits: DocumentLimits | None 
                                              "no input.streams entry or default_stream rule reaches it")
         alert = doc.alerts.get(label)
         if alert is not None:
+            binds = list(query.compile().read_off.variables) if per_instance else query.projection()
             try:
-                check_alert_text(alert, query.name, query.projection())
+                check_alert_text(alert, query.name, binds)
             except TemplateError as exc:
                 raise ConfigRejected(str(exc)) from exc
             alerts[query.name] = alert
-        try:
-            trial.add_query(query)
-        except Exception as exc:
-            raise ConfigRejected(f"pattern {query.name} cannot be compiled: {exc}") from exc
+        if per_instance:
+            instance_queries[query.name] = query      # compiled as it was parsed
+            reports[query.name] = report or DEFAULT_POLICY
+        else:
+            try:
+                trial.add_query(query)
+            except Exception as exc:
+                raise ConfigRejected(f"pattern {query.name} cannot be compiled: {exc}") from exc
         patterns[query.name] = query_text
     try:
         trial.add_static(list(doc.static))
     except Exception as exc:
         raise ConfigRejected(f"static data rejected by the engine: {exc}") from exc
-    return CheckedDocument(doc, patterns, alerts)
+    return CheckedDocument(doc, patterns, alerts, instance_queries, reports)

@@ -199,22 +199,29 @@ def test_explain_prints_the_per_instance_network(tmp_path, capsys) -> None:
     ]
 
 
-def test_a_config_document_with_a_per_instance_query_is_refused_saying_so() -> None:
-    """Gateways run continuous patterns only, for now: the refusal says why, not just
-    that an aggregate is unsupported; a plain syntax error gets no such hint."""
+def test_a_config_document_takes_a_per_instance_query_with_its_report_policy() -> None:
+    """A gateway runs per-instance queries: the check parses them (errors with line and
+    column), keeps their report policy (``ew:report``, default non-empty) and refuses one
+    on a continuous pattern."""
     from edgewave.agent.engine.config_check import check_config_document
     from edgewave.shared.configdoc import ConfigRejected
 
-    def document(text: str) -> str:
+    def document(text: str, extra: str = "") -> str:
         return ('@prefix ew: <https://edgewave.dev/ns#> .\new:config { [] a ew:GatewayConfig ;\n'
-                f'  ew:pattern [ a ew:Pattern ; ew:name "avg" ; ew:query """{text}""" ] . }}\n')
+                f'  ew:pattern [ a ew:Pattern ; ew:name "avg" ; ew:query """{text}""" {extra}] . }}\n')
+    average = query("(AVG(?v) AS ?avg)", "WINDOW :w { ?o :value ?v }")
+    checked = check_config_document(document(average), "trig")
+    assert list(checked.instance_queries) == ["q"] and checked.reports == {"q": "non-empty"}
+    checked = check_config_document(document(average, '; ew:report "periodic:PT1M" '), "trig")
+    assert checked.reports == {"q": "periodic:PT1M"}
+    with pytest.raises(ConfigRejected, match="ew:report policy 'weekly': expected one of"):
+        check_config_document(document(average, '; ew:report "weekly" '), "trig")
+    with pytest.raises(ConfigRejected, match="applies to per-instance queries only"):
+        check_config_document(document(query("?o", "WINDOW :w { ?o :value ?v }"), '; ew:report "on-change" '),
+                              "trig")
     with pytest.raises(ConfigRejected) as refused:
-        check_config_document(document(query("(AVG(?v) AS ?avg)", "WINDOW :w { ?o :value ?v }")), "trig")
-    assert "parse error in pattern avg at line 3" in refused.value.reason
-    assert "per-window evaluation, which `edgewave match` runs and gateways do not yet" in refused.value.reason
-    with pytest.raises(ConfigRejected) as refused:
-        check_config_document(document(query("?o", "WINDOW :w { ?o :value }")), "trig")
-    assert "per-window" not in refused.value.reason
+        check_config_document(document(query("(AVG(?v) AS ?avg)", "WINDOW :w { ?o :value ?v ")), "trig")
+    assert "parse error in pattern avg at line" in refused.value.reason
 
 
 def test_edgewave_match_warns_of_a_stream_no_per_instance_query_reads(tmp_path, capsys) -> None:

@@ -89,12 +89,18 @@ class InstanceEvaluator:
         for name, spec in query.windows.items():
             for stream in spec.streams():
                 self.readers.setdefault(stream, []).append(name)
+        if None in self.readers:  # a window on the default stream reads every stream
+            every = self.readers[None]
+            for stream, names in self.readers.items():
+                if stream is not None:
+                    names.extend(n for n in every if n not in names)
         self.datasets: dict[Optional[str], _Dataset] = {}
         for node in self.network.patterns:
             self.datasets.setdefault(node.dataset, _Dataset()).add(node)
         self.epsilon = self._epsilon(schema) if entailment else None
         self._links: dict = {}  # class, or (predicate,) -> its epsilon links
-        self.static_copies: dict[Triple, None] = {}
+        self.static_sources: set[Triple] = set()
+        self.static_copies: dict[Triple, int] = {}  # each static triple and entailment: how many sources give it
         self.result: Counter = Counter()  # the root's solutions, without aggregates
         if self.network.aggregate is None:
             self.network.root.connect(self._collect)
@@ -161,24 +167,51 @@ class InstanceEvaluator:
         C-SPARQL (FROM STREAM) window."""
         entering = []
         for triple in triples:
+            if triple in self.static_sources:
+                continue
+            self.static_sources.add(triple)
             for t in self._entailed(triple):
-                if t not in self.static_copies:
-                    self.static_copies[t] = None
+                before = self.static_copies.get(t, 0)
+                self.static_copies[t] = before + 1
+                if not before:
                     entering.append((t, 1))
-        if not entering:
+        self._static_changes(entering)
+
+    def remove_static(self, triples: Iterable[Triple]) -> None:
+        """Background triples no longer there (a changed threshold): what they alone
+        entailed leaves too. The windows' content stays."""
+        leaving = []
+        for triple in triples:
+            if triple not in self.static_sources:
+                continue
+            self.static_sources.discard(triple)
+            for t in self._entailed(triple):
+                left = self.static_copies[t] - 1
+                if left:
+                    self.static_copies[t] = left
+                else:
+                    del self.static_copies[t]
+                    leaving.append((t, -1))
+        self._static_changes(leaving)
+
+    def _static_changes(self, changes: list) -> None:
+        if not changes:
             return
         if None in self.datasets:
-            self.datasets[None].apply(entering)
+            self.datasets[None].apply(changes)
         for name in self.with_static:
-            window = self.windows[name]
-            changes = []
-            for triple, _ in entering:
-                before = window.copies.get(triple, 0)
-                window.copies[triple] = before + 1
-                if not before:
-                    changes.append((triple, 1))
+            copies = self.windows[name].copies
+            window_changes = []
+            for triple, sign in changes:
+                before = copies.get(triple, 0)
+                if before + sign:
+                    copies[triple] = before + sign
+                else:
+                    del copies[triple]
+                if not before or not before + sign:
+                    window_changes.append((triple, sign))
             if name in self.datasets:
-                self.datasets[name].apply(changes)
+                self.datasets[name].apply(window_changes)
 
     def push(self, triple: Triple, ts: int, stream: Optional[str] = None) -> list[InstanceResult]:
         """One streamed triple; the instances its time closes, reported first."""
@@ -186,7 +219,7 @@ class InstanceEvaluator:
         self.triples_in += 1
         if ts < self.closed_until:
             self.late_triples += 1
-        names = self.windows if stream is None else self.readers.get(stream, ())
+        names = self.windows if stream is None else self.readers.get(stream, self.readers.get(None, ()))
         entailed = self._entailed(triple)
         for name in names:
             window = self.windows[name]

@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 REPORT_POLICIES = ("non-empty", "window-close", "on-change", "periodic:DURATION")
 KINDS = ("non-empty", "window-close", "on-change", "periodic")
+DEFAULT_POLICY = "non-empty"
 
 
 class ReportPolicy(NamedTuple):
