@@ -39,8 +39,8 @@ from collections import Counter
 from typing import Any, Iterable, Mapping, Sequence
 
 from .bounded_json import PayloadError, load_json
-from .events import (BINDINGS, CONTEXT, EARLIER_CONTEXT, ENTAILED, FIELDS, LONG, ROWS, STRING, STRINGS, EventError, EventLimits,
-                     decode_event, encode_event)
+from .events import (BINDINGS, CONTEXT, EARLIER_CONTEXT, ENTAILED, FIELDS, LONG, ROWS, STRING, STRINGS, EventError,
+                     EventLimits, decode_event, encode_event)
 
 MAGIC = 0xFF
 FORMAT_VERSION = 1
