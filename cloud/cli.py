@@ -188,8 +188,8 @@ def _make_config(args: argparse.Namespace) -> int:
     goes through the check the agent runs before it applies one (two patterns registering
     one name, a pattern the engine cannot compile, the document limits), refused with the
     agent's own reason."""
-    from edgewave.agent.engine import parse_query
     from edgewave.agent.engine.config_check import check_config_document
+    from edgewave.agent.engine.per_instance import parse_for_evaluation
     from edgewave.agent.engine.query import QuerySyntaxError
     from edgewave.shared import configdoc
     from edgewave.shared.ntriples import NTriplesError
@@ -214,7 +214,7 @@ def _make_config(args: argparse.Namespace) -> int:
         for path in args.query:
             text = read_text(path)
             try:
-                name = parse_query(text).name
+                name = parse_for_evaluation(text).name     # a continuous pattern or a per-instance query
             except QuerySyntaxError as exc:
                 return refuse(f"{path}: {exc}")
             patterns.append((name, text))

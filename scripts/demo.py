@@ -4,7 +4,8 @@ Provisions gw1 as an operator would (fleet CA, cloud broker configuration with T
 password file and ACLs, `gateway add gw1`, the bundle installed with `edgewave-agent
 install --root`), starts the two Mosquitto brokers with the generated configurations
 (no anonymous clients), the cloud tier (ingest + Spark job), and the gateway agent over TLS; pushes the example config
-(configs/gateway-config.trig: the fire, intrusion, patient and close-friends patterns)
+(configs/gateway-config.trig: the fire, intrusion, patient and close-friends patterns and
+the per-minute CO2 average per room)
 with push-config; runs one minute of simulated sensors with two fires
 (configs/scenarios/demo.yaml) at real-time pace; then shows what the cloud aggregated
 next to the simulator's ground truth, and the operator dashboard's address with a demo

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from edgewave.agent.engine import Engine, parse_query
+from edgewave.agent.engine.per_instance import InstanceEvaluator, InstanceQuery, parse_for_evaluation
 from edgewave.shared import configdoc
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,16 +32,23 @@ def test_example_config_is_what_make_config_builds(tmp_path):
 
 def test_example_config_loads_and_its_patterns_run():
     doc = configdoc.load_config_document((REPO / "configs/gateway-config.trig").read_text(), "trig")
-    assert set(doc.patterns) == {"fire", "intrusion", "abnormal-patient", "close-friends"}
+    assert set(doc.patterns) == {"fire", "intrusion", "abnormal-patient", "close-friends", "co2-per-room"}
     assert {r.property: r.deadband_absolute for r in doc.significance}["<https://edgewave.dev/ns#AirTemperature>"] == 0.5
     for path in (REPO / "configs/patterns").glob("*.rq"):
-        query = parse_query(path.read_text())
+        query = parse_for_evaluation(path.read_text())
         assert doc.patterns[query.name] == path.read_text(), f"{path.name} text changed on the way"
     engine = Engine(schema=doc.schema)
+    per_instance = []
     for text in doc.patterns.values():
-        engine.add_query(parse_query(text))
+        query = parse_for_evaluation(text)
+        if isinstance(query, InstanceQuery):
+            per_instance.append(query.name)
+            InstanceEvaluator(query, doc.schema).add_static(doc.static)
+        else:
+            engine.add_query(parse_query(text))
     engine.add_static(doc.static)
-    assert sorted(engine.queries()) == sorted(doc.patterns)
+    assert per_instance == ["co2-per-room"]
+    assert sorted(engine.queries() + per_instance) == sorted(doc.patterns)
 
 
 def test_make_config_refuses_a_bad_pattern(tmp_path):
