@@ -22,7 +22,14 @@ Every aggregate is therefore one that can be summed across batches:
   ``delay_per_minute(minute_ms, kind, count, sum_ms, min_ms, max_ms, p50_ms, p95_ms)``
   is recomputed for the minutes a batch touched (percentiles are nearest-rank
   over the buckets, so within 1% below the true value; count, sum, min and max are exact);
-- ``significant_per_minute(gateway, sensor, property, minute_ms, count)``.
+- ``significant_per_minute(gateway, sensor, property, minute_ms, count)``;
+- ``instance_results(event_id, gateway, query, window_start, window_end, operator, rows,
+  ingest_ms)``: the results of per-instance queries, one row per instance event (an instance
+  of more than 500 rows comes as several), ``rows`` a JSON array of ``{variable: term}``.
+  Not a sum but a store: one generic table rather than one per query, since queries come and
+  go with pushed configs and their variables are not known to the cloud; keyed by the event
+  id, so an instance a gateway sent again after a crash, even past the job's de-duplication
+  horizon, is stored once.
 
 Landing-zone lines that are not valid events (not UTF-8 or JSON, not of the
 event's shape, a required field missing, an unknown kind) are not counted; the
@@ -95,6 +102,8 @@ class BatchAggregates:
     """(gateway, sensor, property, minute_ms, count)"""
     rejected: list["RejectedRecord"] = field(default_factory=list)
     """the batch's landing-zone lines that are not valid events"""
+    instances: list["InstanceResult"] = field(default_factory=list)
+    """the batch's instance events (results of per-instance queries)"""
 
     def rejected_by_reason(self) -> list[tuple[str, int]]:
         """(reason, count) of the rejected lines, most frequent first."""
@@ -110,6 +119,20 @@ class RejectedRecord(NamedTuple):
     """the line, cut to RECORD_LIMIT_BYTES"""
     record_bytes: int
     """the line's length in bytes before the cut"""
+
+
+class InstanceResult(NamedTuple):
+    """One instance event as stored: a window instance's rows (or a part of them)."""
+
+    event_id: str
+    gateway: str
+    query: str
+    window_start: int
+    window_end: int
+    operator: str
+    rows: str
+    """JSON array of {variable: N-Triples term}"""
+    ingest_ms: int
 
 
 def ensure_aggregate_schema(db: sqlite_utils.Database) -> None:
@@ -178,6 +201,17 @@ def ensure_aggregate_schema(db: sqlite_utils.Database) -> None:
             count INTEGER NOT NULL,
             PRIMARY KEY (gateway, sensor, property, minute_ms)
         );
+        CREATE TABLE IF NOT EXISTS instance_results (
+            event_id TEXT PRIMARY KEY,
+            gateway TEXT NOT NULL,
+            query TEXT NOT NULL,
+            window_start INTEGER NOT NULL,
+            window_end INTEGER NOT NULL,
+            operator TEXT NOT NULL,
+            rows TEXT NOT NULL,
+            ingest_ms INTEGER NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS instance_results_by_query ON instance_results (query, gateway, window_end);
         -- the dashboard's time-range queries (the primary keys start with the gateway); covering, so a
         -- week of minute rows is summed from the index alone
         CREATE INDEX IF NOT EXISTS matches_per_minute_by_minute ON matches_per_minute (minute_ms, pattern, count);
@@ -246,6 +280,11 @@ def apply_batch(db: sqlite_utils.Database, query_id: str, batch_id: int, batch: 
             """INSERT INTO rejected_records (query_id, batch_id, source_file, reason, record, record_bytes, rejected_ms)
                VALUES (?, ?, ?, ?, ?, ?, ?)""",
             [(query_id, batch_id, r.source_file, r.reason, r.record, r.record_bytes, now_ms) for r in batch.rejected],
+        )
+        conn.executemany(
+            """INSERT OR IGNORE INTO instance_results (event_id, gateway, query, window_start, window_end, operator,
+                                                       rows, ingest_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
+            batch.instances,
         )
         conn.execute("""INSERT INTO committed_batches (query_id, batch_id, rows, committed_ms, rejected)
                         VALUES (?, ?, ?, ?, ?)""", (query_id, batch_id, batch.rows, now_ms, len(batch.rejected)))

@@ -35,8 +35,8 @@ from edgewave.shared.events import (BINDINGS, ENTAILED, FIELDS, LONG, REQUIRED_F
                                     TYPE_OF_KIND, EventField)
 from edgewave.shared.shutdown import stop_on_signals
 
-from .aggregates import (RECORD_LIMIT_BYTES, BatchAggregates, RejectedRecord, apply_batch, committed_queries,
-                         ensure_aggregate_schema)
+from .aggregates import (RECORD_LIMIT_BYTES, BatchAggregates, InstanceResult, RejectedRecord, apply_batch,
+                         committed_queries, ensure_aggregate_schema)
 from .database import open_database
 from .settings import CloudSettings
 from .spark_runtime import build_session, spark_conf, write_log4j_config
@@ -355,7 +355,27 @@ def batch_aggregates(batch: "DataFrame") -> BatchAggregates:
     if rejected:
         result.rejected = [RejectedRecord(r.source_file or "", r.reason, r.record or "", r.record_bytes or 0)
                            for r in rejected_lines(batch).collect()]
+    if any(kind == "instance" for _, kind, *_ in result.delays):
+        result.instances = instance_results(batch)
     return result
+
+
+def instance_results(batch: "DataFrame") -> list[InstanceResult]:
+    """The instance events of a ``landing_stream`` batch, as stored (``aggregates.InstanceResult``).
+
+    Collected whole: a gateway sends one per window instance and query (each at most 500 rows),
+    so a batch holds a few, not the stream's rate."""
+    from pyspark.sql import functions as F
+
+    c = F.col
+    picked = (batch.where(~c("rejected") & (c("kind") == "instance") & c("pattern").isNotNull()
+                          & c("operator").isNotNull() & c("rows").isNotNull())
+              .select("id", "gateway", "pattern", "windowStart", "windowEnd", "operator", "ingestTime",
+                      F.to_json("rows").alias("rows")))
+    return [InstanceResult(r.id, r.gateway, r.pattern, r.windowStart, r.windowEnd, r.operator,
+                           json.dumps([{b["variable"]: b["value"] for b in row if b} for row in json.loads(r.rows)],
+                                      ensure_ascii=False, separators=(",", ":")),
+                           r.ingestTime) for r in picked.collect()]
 
 
 class AggregateSink:

@@ -363,6 +363,8 @@ def _check_field(f: EventField, value: Any, limits: EventLimits) -> None:
                 if (type(item) is not dict or type(item.get("variable")) is not str
                         or type(item.get("value")) is not str):
                     raise EventError(shape)
+            if len({item["variable"] for item in row}) != len(row):
+                raise EventError(f"{f.name}: a row binds a variable twice")
     elif f.type == ENTAILED:
         shape = f"{f.name} must be an array of {{triple, from, axioms}} objects (strings, axioms an array of strings)"
         if type(value) is not list:

@@ -304,6 +304,7 @@ def test_a_large_instance_result_is_cut_into_events_ingest_accepts():
     ({"rows": [[{"variable": "a"}]]}, "rows must be an array of rows"),
     ({"rows": [{"variable": "a", "value": "b"}]}, "rows must be an array of rows"),
     ({"type": "Match"}, "does not go with kind"),
+    ({"rows": [[{"variable": "a", "value": "<x>"}, {"variable": "a", "value": "<y>"}]]}, "binds a variable twice"),
 ])
 def test_a_malformed_instance_event_is_refused_with_the_reason(change, reason):
     with pytest.raises(EventError, match=reason):
