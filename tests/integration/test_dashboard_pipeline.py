@@ -26,7 +26,7 @@ from typing import Iterator
 import pytest
 import yaml
 
-from agent_harness import ALARM, KEY, AgentProcess, Publisher, alarm
+from agent_harness import ALARM, AVERAGE, KEY, AgentProcess, Publisher, alarm, observation
 from broker_process import MosquittoBroker
 from cloud_harness import CloudProcess, query, wait_for, write_config
 from dashboard_data import PASSWORDS, ROLES, HttpSession, free_port, save_screenshot, wait_until_serving
@@ -378,6 +378,63 @@ def test_a_prometheus_scrape_finds_the_counts_the_dashboard_shows(pipeline):
     assert ("edgewave_live_streams", ()) in after
     # A logged-in viewer reads the same page without the token.
     assert _samples(session.get("/metrics").decode())[("edgewave_gateway_online", gw1)] == 1
+
+
+def _spark_job(cloud: CloudProcess) -> list:
+    """The Spark job's processes under ``edgewave-cloud run`` (its Python driver and the JVM)."""
+    import psutil
+
+    for child in psutil.Process(cloud.proc.pid).children(recursive=True):
+        if "spark" in child.cmdline() and "edgewave.cloud.cli" in " ".join(child.cmdline()):
+            return [child, *child.children(recursive=True)]
+    return []
+
+
+def test_a_pushed_aggregate_is_stored_once_through_agent_and_spark_kills(pipeline):
+    """A per-instance query pushed to the running agent (the average temperature per room, tumbling
+    2 s windows: a per-minute aggregate, shortened) reports each instance as one event; the agent
+    is SIGKILLed and started again, and so is the Spark job (SIGKILL; the service starts it again),
+    while readings arrive. Every instance is stored once, and every reading counted once."""
+    static = "ex:s1 ex:locatedIn ex:room1 . ex:t1 ex:locatedIn ex:room1 ."
+    (pipeline.tmp / "average.trig").write_text(document({"alarm": ALARM, "average": AVERAGE}, static=static))
+    push = subprocess.run([sys.executable, "-m", "edgewave.cloud.cli", "push-config", "--config",
+                           str(pipeline.tmp / "cloud.yaml"), "--gateway", "gw1", str(pipeline.tmp / "average.trig")],
+                          capture_output=True, text=True, timeout=120)
+    assert push.returncode == 0, push.stdout + push.stderr
+    values = []
+    for n in range(60):
+        if n == 20:
+            pipeline.agent.kill()
+            time.sleep(1.0)
+            pipeline.agent.start()
+        if n == 35:
+            spark = _spark_job(pipeline.cloud)
+            assert spark, "the Spark job runs under edgewave-cloud run"
+            for proc in spark:
+                proc.send_signal(signal.SIGKILL)
+        value = 10 + n % 7
+        pipeline.sensors.publish("ew/in/fire/t1", observation(f"temp{n}", "t1", "temperature", value))
+        values.append(value)
+        time.sleep(0.1)
+
+    def stored() -> list[tuple]:
+        return query(pipeline.db, "SELECT window_start, window_end, operator, rows FROM instance_results "
+                                  "WHERE gateway = 'gw1' AND query = 'average'")
+
+    def counted() -> int:
+        return sum(int(row["n"].split('"')[1]) for *_, rows in stored() for row in json.loads(rows))
+    wait_for(lambda: counted() >= len(values), 240, lambda: f"{counted()} of {len(values)} readings stored",
+             interval=1, alive=pipeline.cloud)
+    rows = stored()
+    ends = [end for _, end, _, _ in rows]
+    assert len(ends) == len(set(ends)), f"an instance stored twice: {sorted(ends)}"
+    assert all(end - start == 2000 and end % 2000 == 0 and op == "RSTREAM" for start, end, op, _ in rows)
+    readings = [row for *_, r in rows for row in json.loads(r)]
+    assert {row["room"] for row in readings} == {f"<{EX}room1>"}
+    assert counted() == len(values)
+    weighted = sum(float(row["avg"].split('"')[1]) * int(row["n"].split('"')[1]) for row in readings)
+    assert abs(weighted - sum(values)) < 0.01
+    assert "service child=spark exited" in pipeline.cloud.log()
 
 
 def test_stopping_the_agent_turns_its_gateway_offline(page, pipeline):
