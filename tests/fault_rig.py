@@ -13,8 +13,12 @@ What the cloud holds is checked exactly (``Outcome.problems``):
 
 - the matches in the landing zone, deduplicated by event id as the Spark job does, are the
   ground truth's fires, room by room, each once;
-- every event the agent ever stored (its outbox's AUTOINCREMENT sequence: matches and
-  significant observations) is in the landing zone: as many distinct event ids as events made.
+- every event the agent ever stored (its outbox's AUTOINCREMENT sequence: matches, significant
+  observations and instance results) is in the landing zone: as many distinct event ids as
+  events made, but for those still in the outbox when the agent stopped (durable, and sent at
+  its next start: an instance the clock closed in the run's last seconds);
+- each window instance of the per-minute CO2 query landed once (one event id per instance),
+  and at least one did: the scenario's minute crosses a minute boundary.
 
 Used by tests/integration/test_end_to_end_faults.py and tests/benchmarks/fault_runs.py.
 """
@@ -128,6 +132,7 @@ class Outcome:
     distinct: int                            # distinct event ids landed
     landed: int                              # event records landed, duplicates included
     significant: int
+    instances: Counter = field(default_factory=Counter)   # (query, start, end) -> distinct events landed
     faults: list[str] = field(default_factory=list)
     agent_log: str = ""
     pending_at_kill: set[str] = field(default_factory=set)
@@ -140,6 +145,11 @@ class Outcome:
             found.append(f"matches {dict(self.matches)} != truth {dict(self.truth)}")
         if self.distinct != self.made:
             found.append(f"{self.distinct} distinct events landed of {self.made} the agent made")
+        twice = [key for key, n in self.instances.items() if n > 1]
+        if twice:
+            found.append(f"window instances landed as several events: {twice}")
+        if not self.instances:
+            found.append("no window instance of the per-minute query landed")
         if not self.pending_at_kill <= self.landed_ids:
             lost = self.pending_at_kill - self.landed_ids
             found.append(f"{len(lost)} events in the killed agent's outbox never landed")
@@ -149,7 +159,8 @@ class Outcome:
 
     def summary(self) -> str:
         return (f"fires {sum(self.matches.values())}/{sum(self.truth.values())}, events {self.distinct}/{self.made} "
-                f"({self.significant} significant), {self.landed - self.distinct} duplicates dropped by event id, "
+                f"({self.significant} significant, {len(self.instances)} window instances), "
+                f"{self.landed - self.distinct} duplicates dropped by event id, "
                 f"{self.resent} re-send(s); "
                 f"faults: {', '.join(self.faults) or 'none'}")
 
@@ -251,8 +262,12 @@ class Rig:
                 records += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         unique = {r["id"]: r for r in records}
         matches = Counter((r["pattern"], _binding(r, "room")) for r in unique.values() if r["kind"] == "match")
-        return Outcome(truth=self.recording.truth, matches=matches,
-                       made=_events_made(self.agent.data_dir / "outbox.db"), distinct=len(unique), landed=len(records),
+        instances = Counter((r["pattern"], r["windowStart"], r["windowEnd"]) for r in unique.values()
+                            if r["kind"] == "instance")
+        outbox = self.agent.data_dir / "outbox.db"
+        return Outcome(truth=self.recording.truth, matches=matches, instances=instances,
+                       made=_events_made(outbox) - len(_outbox_ids(outbox) - set(unique)), distinct=len(unique),
+                       landed=len(records),
                        significant=sum(r["kind"] == "significant" for r in unique.values()), faults=self.faults,
                        agent_log=agent_log, pending_at_kill=self.pending_at_kill, landed_ids=set(unique),
                        resent=resent)
