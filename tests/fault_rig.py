@@ -17,8 +17,8 @@ What the cloud holds is checked exactly (``Outcome.problems``):
   observations and instance results) is in the landing zone: as many distinct event ids as
   events made, but for those still in the outbox when the agent stopped (durable, and sent at
   its next start: an instance the clock closed in the run's last seconds);
-- each window instance of the per-minute CO2 query landed once (one event id per instance),
-  and at least one did: the scenario's minute crosses a minute boundary.
+- each window instance of the per-minute CO2 query that closed landed once (one event id per
+  instance; a run shorter than a minute may close none).
 
 Used by tests/integration/test_end_to_end_faults.py and tests/benchmarks/fault_runs.py.
 """
@@ -148,8 +148,6 @@ class Outcome:
         twice = [key for key, n in self.instances.items() if n > 1]
         if twice:
             found.append(f"window instances landed as several events: {twice}")
-        if not self.instances:
-            found.append("no window instance of the per-minute query landed")
         if not self.pending_at_kill <= self.landed_ids:
             lost = self.pending_at_kill - self.landed_ids
             found.append(f"{len(lost)} events in the killed agent's outbox never landed")
