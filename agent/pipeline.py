@@ -130,7 +130,9 @@ class Pipeline:
     def replay(self, messages: Sequence[tuple[int, str, Sequence[tuple[str, str, str]]]]) -> int:
         """Push what entered the engine before a restart, ``(arrival_ms, stream, triples)`` in
         order, into the fresh engine (window_journal.py); how many matches it completed. Those
-        were stored with the journal's rows before the restart: they make no events again."""
+        were stored with the journal's rows before the restart: they make no events again,
+        and neither do the window instances the replay closes (the journal sets
+        ``instances.reported_through`` first)."""
         engine, instances = self.engine, self.instances
         matches = 0
         for arrival_ms, stream, triples in messages:
