@@ -166,6 +166,19 @@ def main(argv: list[str] | None = None) -> int:
         for prop, count in query(db, "SELECT property, SUM(count) FROM significant_per_minute "
                                      "GROUP BY property ORDER BY 2 DESC"):
             print(f"  {prop:60} {count}")
+        print("\nCO2 per room, per minute (the per-instance query co2-per-room; a minute is reported when it ends):")
+        while time.monotonic() < deadline and not query(db, "SELECT 1 FROM instance_results "
+                                                            "WHERE query='co2-per-room' LIMIT 1"):
+            time.sleep(1)
+        for begin, end, rows in query(db, "SELECT window_start, window_end, rows FROM instance_results "
+                                          "WHERE gateway='gw1' AND query='co2-per-room' ORDER BY window_end"):
+            minute = f"{time.strftime('%H:%M', time.localtime(begin / 1000))}-" \
+                     f"{time.strftime('%H:%M', time.localtime(end / 1000))}"
+            for row in json.loads(rows):
+                figures = {k: v.split('"')[1] for k, v in row.items() if v.startswith('"')}
+                print(f"  {minute}  {row['room'].rsplit('/', 1)[-1].rstrip('>'):8} average {figures.get('average')} "
+                      f"ppm (lowest {figures.get('lowest')}, highest {figures.get('highest')}, "
+                      f"{figures.get('readings')} readings)")
         print("\ndelay, match to cloud ingest:")
         for kind, n, p50, mx in query(db, "SELECT kind, SUM(count), MAX(p50_ms), MAX(max_ms) "
                                           "FROM delay_per_minute GROUP BY kind"):

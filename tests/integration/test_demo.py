@@ -33,6 +33,12 @@ def test_make_demo_sees_exactly_the_ground_truth(tmp_path: Path) -> None:
     rooms = dict(re.findall(r"^\s+(<http://example\.org/gw1/room\d>)\s+(\d+)$", out, re.M))
     assert rooms == {"<http://example.org/gw1/room3>": "4", "<http://example.org/gw1/room2>": "1"}, out
     assert re.search(r"^dashboard: http://127\.0\.0\.1:\d+/", out, re.M), out
+    # the per-instance query: the CO2 of the rooms whose sensors reported in a minute that ended (the
+    # first may be cut by the scenario's start; the minute of its end is reported after the demo's end)
+    co2 = re.findall(r"^\s+\d\d:\d\d-\d\d:\d\d\s+(room\d)\s+average ([\d.]+) ppm \(lowest ([\d.]+), "
+                     r"highest ([\d.]+), (\d) readings\)$", out, re.M)
+    assert co2 and {room for room, *_ in co2} <= {f"room{n}" for n in range(1, 8)}, out
+    assert all(float(low) <= float(average) <= float(high) for _, average, low, high, _ in co2), out
     # with the shipped agent settings, the uplink carries at most a tenth of the sensor bytes
     sent = re.search(r"^uplink: (\d+) bytes sent for (\d+) sensor bytes", out, re.M)
     assert sent and 0 < int(sent[1]) <= 0.10 * int(sent[2]), out
