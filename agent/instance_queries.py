@@ -18,10 +18,13 @@ de-duplication by event id (stable: gateway, query, bounds, operator) stays the 
 """
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from edgewave.agent.engine.per_instance import InstanceEvaluator, InstanceResult
 from edgewave.shared.events import instance_events
+
+if TYPE_CHECKING:
+    from edgewave.agent.reconfigure import CompiledConfig
 
 Triple = tuple[str, str, str]
 Event = dict
@@ -41,13 +44,13 @@ class InstanceQueries:
         self._retired_late = 0            # late triples of evaluators no longer running
 
     # -- configuration ------------------------------------------------------------------------
-    def rebuild(self, config) -> None:
+    def rebuild(self, config: CompiledConfig | None) -> None:
         """Fresh evaluators for ``config``'s per-instance queries (start-up, a failed swap)."""
         self._retire(list(self.evaluators))
         for name in (config.instance_queries if config else ()):
             self._start(config, name)
 
-    def reconfigure(self, old, new) -> None:
+    def reconfigure(self, old: CompiledConfig | None, new: CompiledConfig) -> None:
         """From ``old`` to ``new`` by difference: an unchanged query keeps its windows and
         takes the static data's difference; a new or changed one starts empty. A changed
         schema restarts them all (the entailments of what their windows hold would change)."""
@@ -65,7 +68,7 @@ class InstanceQueries:
             if name not in self.evaluators:
                 self._start(new, name)
 
-    def _start(self, config, name: str) -> None:
+    def _start(self, config: CompiledConfig, name: str) -> None:
         evaluator = InstanceEvaluator(config.instance_queries[name], sorted(config.schema),
                                       entailment=self.entailment, report=config.reports[name])
         evaluator.add_static(sorted(config.static))
