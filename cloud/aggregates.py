@@ -24,8 +24,9 @@ Every aggregate is therefore one that can be summed across batches:
   over the buckets, so within 1% below the true value; count, sum, min and max are exact);
 - ``significant_per_minute(gateway, sensor, property, minute_ms, count)``;
 - ``instance_results(event_id, gateway, query, window_start, window_end, operator, rows,
-  ingest_ms)``: the results of per-instance queries, one row per instance event (an instance
-  of more than 500 rows comes as several), ``rows`` a JSON array of ``{variable: term}``.
+  ingest_ms, part)``: the results of per-instance queries, one row per instance event (an instance
+  of more than 500 rows comes as several, ``part`` 0, 1, ...), ``rows`` a JSON array of
+  ``{variable: term}``.
   Not a sum but a store: one generic table rather than one per query, since queries come and
   go with pushed configs and their variables are not known to the cloud; keyed by the event
   id, so an instance a gateway sent again after a crash, even past the job's de-duplication
@@ -48,6 +49,7 @@ from typing import Iterable, NamedTuple
 import sqlite_utils
 
 from edgewave.shared import clock
+from edgewave.shared.events import KIND_INSTANCE, event_id
 
 from .database import transaction
 
@@ -133,6 +135,25 @@ class InstanceResult(NamedTuple):
     rows: str
     """JSON array of {variable: N-Triples term}"""
     ingest_ms: int
+    part: int | None = None
+    """which part of its instance this event is (0, 1, ...: the rows' order across parts); None when its
+    id is not one ``events.instance_events`` makes"""
+
+
+MAX_INSTANCE_PARTS = 4096
+"""``instance_part`` looks this far: 2 million rows of one instance at 500 an event."""
+
+
+def instance_part(event_id_: str, gateway: str, query: str, start: int, end: int, operator: str) -> int | None:
+    """Which part of its window instance an instance event is, read off its id.
+
+    The event carries no part number, but its id is made from one (``events.instance_events``), so the
+    cloud can put the rows of an instance cut into several events back in their order (an ``ORDER BY``
+    query's rows are in order) whatever order the parts landed in. None for an id made otherwise."""
+    for part in range(MAX_INSTANCE_PARTS):
+        if event_id(gateway, KIND_INSTANCE, f"{query}\x1f{start}\x1f{end}\x1f{operator}\x1f{part}", ()) == event_id_:
+            return part
+    return None
 
 
 def ensure_aggregate_schema(db: sqlite_utils.Database) -> None:
@@ -209,9 +230,12 @@ def ensure_aggregate_schema(db: sqlite_utils.Database) -> None:
             window_end INTEGER NOT NULL,
             operator TEXT NOT NULL,
             rows TEXT NOT NULL,
-            ingest_ms INTEGER NOT NULL
+            ingest_ms INTEGER NOT NULL,
+            part INTEGER
         );
         CREATE INDEX IF NOT EXISTS instance_results_by_query ON instance_results (query, gateway, window_end);
+        -- the dashboard's page of a query over every gateway, by time
+        CREATE INDEX IF NOT EXISTS instance_results_by_time ON instance_results (query, window_end);
         -- the dashboard's time-range queries (the primary keys start with the gateway); covering, so a
         -- week of minute rows is summed from the index alone
         CREATE INDEX IF NOT EXISTS matches_per_minute_by_minute ON matches_per_minute (minute_ms, pattern, count);
@@ -219,10 +243,16 @@ def ensure_aggregate_schema(db: sqlite_utils.Database) -> None:
             ON significant_per_minute (minute_ms, property, gateway, sensor, count);
         """
     )
-    columns = {row[1] for row in db.execute("PRAGMA table_info(committed_batches)").fetchall()}
-    if "rejected" not in columns:
+    _add_column(db, "committed_batches", "rejected", "INTEGER NOT NULL DEFAULT 0")
+    _add_column(db, "instance_results", "part", "INTEGER")
+
+
+def _add_column(db: sqlite_utils.Database, table: str, column: str, sql_type: str) -> None:
+    """Add a column a database made by an older version lacks."""
+    columns = {row[1] for row in db.execute(f"PRAGMA table_info({table})").fetchall()}
+    if column not in columns:
         try:
-            db.execute("ALTER TABLE committed_batches ADD COLUMN rejected INTEGER NOT NULL DEFAULT 0")
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {sql_type}")
         except sqlite3.OperationalError as exc:  # another process added it first
             if "duplicate column" not in str(exc):
                 raise
@@ -283,7 +313,7 @@ def apply_batch(db: sqlite_utils.Database, query_id: str, batch_id: int, batch: 
         )
         conn.executemany(
             """INSERT OR IGNORE INTO instance_results (event_id, gateway, query, window_start, window_end, operator,
-                                                       rows, ingest_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
+                                                       rows, ingest_ms, part) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
             batch.instances,
         )
         conn.execute("""INSERT INTO committed_batches (query_id, batch_id, rows, committed_ms, rejected)

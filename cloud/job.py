@@ -36,7 +36,7 @@ from edgewave.shared.events import (BINDINGS, ENTAILED, FIELDS, LONG, REQUIRED_F
 from edgewave.shared.shutdown import stop_on_signals
 
 from .aggregates import (RECORD_LIMIT_BYTES, BatchAggregates, InstanceResult, RejectedRecord, apply_batch,
-                         committed_queries, ensure_aggregate_schema)
+                         committed_queries, ensure_aggregate_schema, instance_part)
 from .database import open_database
 from .settings import CloudSettings
 from .spark_runtime import build_session, spark_conf, write_log4j_config
@@ -375,7 +375,8 @@ def instance_results(batch: "DataFrame") -> list[InstanceResult]:
     return [InstanceResult(r.id, r.gateway, r.pattern, r.windowStart, r.windowEnd, r.operator,
                            json.dumps([{b["variable"]: b["value"] for b in row if b} for row in json.loads(r.rows)],
                                       ensure_ascii=False, separators=(",", ":")),
-                           r.ingestTime) for r in picked.collect()]
+                           r.ingestTime, instance_part(r.id, r.gateway, r.pattern, r.windowStart, r.windowEnd,
+                                                       r.operator)) for r in picked.collect()]
 
 
 class AggregateSink:

@@ -6,7 +6,7 @@ crash), once again with an ingest time older than the de-duplication horizon (th
 as late; the table's key would have stored it once anyway), and the job SIGKILLed right after
 its SQLite commit of a batch (``after_sqlite``), so that Spark replays that batch on restart.
 Every instance's rows are in the table once, as ``{variable: term}`` objects, an unbound
-variable absent.
+variable absent, each event with its part of the instance.
 """
 from __future__ import annotations
 
@@ -85,6 +85,10 @@ def test_instance_results_are_stored_once_through_duplicates_a_late_resend_and_a
     parts = [results[(e["windowStart"], e["id"])] for e in big]
     assert [len(p) for p in parts] == [500, 200]
     assert [row["sensor"] for p in parts for row in p] == [f"<{EX}gw1/sensor/s{i}>" for i in range(700)]
+    # The part each event is, read off its id: the rows' order across parts, whatever order they landed in.
+    assert query(db, "SELECT event_id, part FROM instance_results WHERE query = 'sensors-seen' ORDER BY part") == [
+        (e["id"], part) for part, e in enumerate(big)]
+    assert {p for (p,) in query(db, "SELECT part FROM instance_results WHERE query = 'co2-per-room'")} == {0}
     row = query(db, "SELECT gateway, query, window_end, operator FROM instance_results WHERE event_id = ?",
                 (co2(2)[0]["id"],))
     assert row == [("gw1", "co2-per-room", 1_800_000_000_000 + 3 * 60_000, "RSTREAM")]

@@ -5,8 +5,10 @@ import random
 
 import pytest
 
-from edgewave.cloud.aggregates import BatchAggregates, apply_batch, delay_bucket, ensure_aggregate_schema, percentile
+from edgewave.cloud.aggregates import (BatchAggregates, InstanceResult, apply_batch, delay_bucket,
+                                       ensure_aggregate_schema, instance_part, percentile)
 from edgewave.cloud.database import open_database
+from edgewave.shared.events import instance_events
 
 M0 = 1_795_000_020_000 // 60000 * 60000
 
@@ -25,7 +27,8 @@ def batch(matches, delays=(), bindings=(), significant=()):
 
 
 def counts(db):
-    return {(g, p, m): c for g, p, m, c in db.execute("SELECT gateway, pattern, minute_ms, count FROM matches_per_minute")}
+    return {(g, p, m): c
+            for g, p, m, c in db.execute("SELECT gateway, pattern, minute_ms, count FROM matches_per_minute")}
 
 
 def test_batches_add_up(db):
@@ -82,3 +85,29 @@ def test_delay_summary_recomputed_across_batches(db):
     apply_batch(db, "q", 1, batch([], delays=[(M0, "match", 5000, 100, 500_000, 5000, 5000)]))
     row = db.execute("SELECT count, sum_ms, min_ms, max_ms, p50_ms, p95_ms FROM delay_per_minute").fetchone()
     assert row == (200, 600_000, 1000, 5000, 1000, 5000)
+
+
+def test_an_instance_events_part_is_read_off_its_id():
+    events = instance_events("gw1", "q/1", 60_000, 120_000, "ISTREAM", [{"x": f"<s{i}>"} for i in range(1200)], 1)
+    assert [instance_part(e["id"], "gw1", "q/1", 60_000, 120_000, "ISTREAM") for e in events] == [0, 1, 2]
+    # another instance's, or an id the gateway did not make from these: no part
+    assert instance_part(events[1]["id"], "gw1", "q/1", 60_000, 120_001, "ISTREAM") is None
+    assert instance_part("ev:0000", "gw1", "q/1", 60_000, 120_000, "ISTREAM") is None
+
+
+def test_instance_results_of_an_older_database_gain_their_part_column(tmp_path):
+    db = open_database(tmp_path / "old.db")
+    try:
+        db.execute("""CREATE TABLE instance_results (event_id TEXT PRIMARY KEY, gateway TEXT NOT NULL,
+                      query TEXT NOT NULL, window_start INTEGER NOT NULL, window_end INTEGER NOT NULL,
+                      operator TEXT NOT NULL, rows TEXT NOT NULL, ingest_ms INTEGER NOT NULL)""")
+        db.execute("INSERT INTO instance_results VALUES ('e0', 'gw1', 'q', 0, 60000, 'RSTREAM', '[]', 1)")
+        ensure_aggregate_schema(db)
+        ensure_aggregate_schema(db)      # twice: nothing more to add
+        row = InstanceResult("e1", "gw1", "q", 60_000, 120_000, "RSTREAM", '[{"x":"<a>"}]', 2, 0)
+        assert apply_batch(db, "q1", 0, BatchAggregates(rows=1, instances=[row]))
+        assert not apply_batch(db, "q1", 0, BatchAggregates(rows=1, instances=[row]))
+        assert db.execute("SELECT event_id, part FROM instance_results ORDER BY event_id").fetchall() == [
+            ("e0", None), ("e1", 0)]
+    finally:
+        db.conn.close()
