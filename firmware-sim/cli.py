@@ -4,6 +4,7 @@
                         [--speed 1|10|max] [--duration S] [--gateway gw1] [--gateways N] [--rate R]
                         [--username U --password-file F] [--tls-ca CA --tls-cert C --tls-key K]
     edgewave-sim record --config configs/sim.yaml [--scenario S.yaml] --out run.tsv [--truth truth.jsonl]
+                        [--instance-truth instances.jsonl]
     edgewave-sim replay run.tsv [--speed 1|10|max] [--broker host:port | --stdout] [credentials, TLS as run]
     edgewave-sim static --config configs/sim.yaml [--gateway gw1] [--out site.nt]
     edgewave-sim import uci-occupancy datatest.txt --out occupancy.tsv [--static occ.nt] [--limit N]
@@ -80,11 +81,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--stdout", action="store_true", help="write the stream to stdout instead of MQTT")
     run.add_argument("--forever", action="store_true", help="ignore durations: run until stopped")
     run.add_argument("--truth", help="also write the ground truth (JSON lines) at the end")
+    run.add_argument("--instance-truth", help="also write the per-instance queries' ground truth (JSON lines)")
 
     record = sub.add_parser("record", parents=[common], help="write a run as a recorded stream, as fast as possible")
     fleet_options(record)
     record.add_argument("--out", required=True, help="recorded stream file (- for stdout)")
     record.add_argument("--truth", help="ground truth of the run (JSON lines)")
+    record.add_argument("--instance-truth",
+                        help="ground truth of the per-instance queries, one line per window instance (JSON lines)")
 
     replay = sub.add_parser("replay", parents=[common], help="replay a recorded stream to MQTT or stdout")
     replay.add_argument("file", help="recorded stream (with or without message headers)")
@@ -192,8 +196,19 @@ def _broker_options(args: argparse.Namespace, broker: SensorBrokerSettings) -> S
     return dataclasses.replace(broker, **changes)
 
 
+def _write_truths(args: argparse.Namespace, sim: Simulation) -> None:
+    if args.truth:
+        with open(args.truth, "w", encoding="utf-8") as fh:
+            rows = sim.write_truth(fh)
+        log.info("truth_written file=%s matches=%d", args.truth, rows)
+    if args.instance_truth:
+        with open(args.instance_truth, "w", encoding="utf-8") as fh:
+            rows = sim.write_instance_truth(fh)
+        log.info("instance_truth_written file=%s instances=%d", args.instance_truth, rows)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    sim = _simulation(args, keep_readings=bool(args.truth))
+    sim = _simulation(args, keep_readings=bool(args.truth or args.instance_truth))
     if args.stdout:
         sink = StdoutSink()
     else:
@@ -214,15 +229,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         sink.close()
     log.info("run_done messages=%d lines=%d sent=%d dropped=%d seconds=%.2f max_lateness_ms=%.1f",
              sim.messages_out, sim.lines_out, sink.sent, sink.dropped, time.monotonic() - began, late * 1000)
-    if args.truth:
-        with open(args.truth, "w", encoding="utf-8") as fh:
-            rows = sim.write_truth(fh)
-        log.info("truth_written file=%s matches=%d", args.truth, rows)
+    _write_truths(args, sim)
     return 0
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    sim = _simulation(args, keep_readings=bool(args.truth))
+    sim = _simulation(args, keep_readings=bool(args.truth or args.instance_truth))
     if sim.duration_s is None:
         raise SettingsError("record needs a duration (--duration, the scenario's or the config's duration_s)")
     began = time.monotonic()
@@ -235,10 +247,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     elapsed = time.monotonic() - began
     log.info("record_done file=%s messages=%d lines=%d sim_seconds=%s seconds=%.2f", args.out, n_messages, n_lines,
              sim.duration_s, elapsed)
-    if args.truth:
-        with open(args.truth, "w", encoding="utf-8") as fh:
-            rows = sim.write_truth(fh)
-        log.info("truth_written file=%s matches=%d", args.truth, rows)
+    _write_truths(args, sim)
     return 0
 
 

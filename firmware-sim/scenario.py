@@ -19,10 +19,14 @@ Event kinds and their keys (offsets in seconds after ``at``):
   (default 0.0005) around the place.
 - ``readings``: ``sensor`` (e.g. room5-temperature); ``values`` ([offset, value] or
   [offset, value, confidence]); for decoys and anything the kinds above do not cover.
+- ``silence``: ``sensor``; ``for_s`` (default 60): the sensor sends nothing from ``at`` for
+  ``for_s`` seconds (a flat battery, a lost radio link), what per-window-instance queries
+  such as silent-rooms notice.
 
 Every event has ``gateway`` (default gw1), ``at`` (seconds after the run's start) and
 ``hold_s`` (default 5): how long after its last injected reading the sensors it took
-over stay quiet before their normal reports resume.
+over stay quiet before their normal reports resume (a silence has no readings and no
+hold: its sensor is quiet for exactly ``for_s``).
 """
 from __future__ import annotations
 
@@ -36,7 +40,7 @@ import yaml
 from .observation import Reading
 from .site import SensorSpec, Site
 
-EVENT_KINDS = ("fire", "intrusion", "patient-episode", "friends-meeting", "readings")
+EVENT_KINDS = ("fire", "intrusion", "patient-episode", "friends-meeting", "readings", "silence")
 
 
 class ScenarioError(ValueError):
@@ -53,12 +57,24 @@ class Scenario:
     source: str = "<inline>"
 
 
+@dataclass(frozen=True)
+class Silence:
+    """A sensor that sends nothing in [start, end) (epoch ms), and the event that said so."""
+
+    gateway: str
+    sensor: str
+    start: int
+    end: int
+    event: int
+
+
 @dataclass
 class Injection:
     """What a scenario does to a run: extra readings, and when the sensors it uses are quiet."""
 
     readings: list[Reading] = field(default_factory=list)
     pauses: dict[tuple[str, str], list[tuple[int, int]]] = field(default_factory=dict)
+    silences: list[Silence] = field(default_factory=list)
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -215,6 +231,26 @@ class _Builder:
                 value = str(value)
             self.add(i, event, sensor, offset, value, rest[0] if rest else None)
 
+    def silence(self, i: int, event: dict[str, Any], site: Site) -> None:
+        sensor = self.sensor(i, site, str(event.get("sensor", "")))
+        length = event.get("for_s", 60)
+        if not isinstance(length, (int, float)) or length <= 0:
+            raise ScenarioError(f"{self.where(i)}: for_s {length!r} must be a number of seconds > 0")
+        start = self.start_ms + int(round(float(event["at"]) * 1000))
+        end = start + int(round(float(length) * 1000))
+        self.injection.silences.append(Silence(sensor.gateway, sensor.local, start, end, i))
+        self.injection.pauses.setdefault((sensor.gateway, sensor.local), []).append((start, end))
+
+    def check_silences(self) -> None:
+        """An injected reading inside a silence of its sensor contradicts the scenario."""
+        for quiet in self.injection.silences:
+            for r in self.injection.readings:
+                same = (r.sensor.gateway, r.sensor.local) == (quiet.gateway, quiet.sensor)
+                if same and quiet.start <= r.ms < quiet.end:
+                    raise ScenarioError(
+                        f"{self.where(r.event)}: {quiet.sensor} reports at t={r.ms - self.start_ms} ms, "
+                        f"while events[{quiet.event}] keeps it silent")
+
 
 def inject(scenario: Scenario, sites: list[Site], start_ms: int) -> Injection:
     """The readings and pauses of a scenario over the given sites (others are skipped)."""
@@ -225,5 +261,6 @@ def inject(scenario: Scenario, sites: list[Site], start_ms: int) -> Injection:
             continue
         getattr(builder, event["kind"].replace("-", "_"))(i, event, site)
         builder.hold(i, event)
+    builder.check_silences()
     builder.injection.readings.sort(key=lambda r: r.ms)
     return builder.injection

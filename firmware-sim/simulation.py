@@ -16,7 +16,7 @@ from .fleet import Message, build_sites, fleet_readings, to_message
 from .observation import Reading
 from .scenario import Injection, Scenario, inject
 from .site import Site
-from .truth import ExpectedMatch, background_hazards, ground_truth
+from .truth import ExpectedInstance, ExpectedMatch, background_hazards, ground_truth, instance_truth
 
 log = logging.getLogger("edgewave.firmware_sim.simulation")
 
@@ -61,9 +61,24 @@ class Simulation:
             raise RuntimeError("ground truth needs keep_readings=True before messages() runs")
         return ground_truth(self.sites, self.readings)
 
+    def instance_truth(self) -> list[ExpectedInstance]:
+        """What the per-instance queries must yield per window instance (needs keep_readings)."""
+        if not self.keep_readings:
+            raise RuntimeError("ground truth needs keep_readings=True before messages() runs")
+        return instance_truth(self.sites, self.readings, self.injection.silences)
+
     def write_truth(self, fh: IO[str]) -> int:
         name = self.scenario.name if self.scenario else "background"
         rows = self.truth()
+        for row in rows:
+            fh.write(json.dumps(row.to_json(self.config.start_ms, name), sort_keys=True) + "\n")
+        return len(rows)
+
+    def write_instance_truth(self, fh: IO[str]) -> int:
+        """One JSON line per window instance and query; kept apart from the matches' truth,
+        whose readers expect one match per line."""
+        name = self.scenario.name if self.scenario else "background"
+        rows = self.instance_truth()
         for row in rows:
             fh.write(json.dumps(row.to_json(self.config.start_ms, name), sort_keys=True) + "\n")
         return len(rows)

@@ -12,14 +12,25 @@ whose time span fits the window is one match, from the first to the last observa
 timestamp. A combination within ``AMBIGUITY_MS`` of the window width, or a value within a
 hair of its threshold, is refused (``AmbiguousScenario``): a correct engine could go
 either way on window boundaries, so a ground truth must not depend on them.
+
+Per-instance queries (co2-per-room, silent-rooms) have a truth of their own
+(``instance_truth``): the rows each tumbling window instance ``[k*W, (k+1)*W)`` in stream
+milliseconds must yield. Those boundaries are fixed by the window's semantics, not by a
+convention an engine may choose, so nothing there is ambiguous.
 """
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from typing import Any, Iterable
 
-from .observation import Reading, result_term
+from edgewave.shared import vocab
+from edgewave.shared.ntriples import make_literal
+
+from . import domain
+from .observation import Reading, decimal_lexical, result_term
+from .scenario import Silence
 from .sensors import KINDS
 from .site import Site
 
@@ -30,6 +41,15 @@ WINDOW_MS = {
     "abnormal-patient": 300_000,
     "close-friends": 120_000,
 }
+# Per-instance queries with a ground truth, each a tumbling window (RANGE = STEP) of this
+# width on the stream of the rooms' sensors (a test keeps configs/patterns/<name>.rq so).
+INSTANCE_QUERIES = ("co2-per-room", "silent-rooms")
+INSTANCE_WINDOW_MS = 60_000
+INSTANCE_STREAM = "building"
+CO2 = domain.ew("CO2Concentration")
+# Significant digits of an average that is not a terminating decimal (xsd:decimal division
+# is implementation-defined in precision; 28 is what common engines, edgewave's included, give).
+AVERAGE_DIGITS = 28
 AMBIGUITY_MS = 1_500
 VALUE_EPSILON = 1e-6
 DEGREE_EPSILON = 0.0002
@@ -208,3 +228,107 @@ def background_hazards(site: Site) -> list[str]:
             if gap <= max(a.nearby_within_degrees, b.nearby_within_degrees):
                 problems.append(f"{a.name} and {b.name} live close enough to be 'nearby' in normal operation")
     return problems
+
+
+# -- per-instance queries ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExpectedInstance:
+    """The rows one window instance of a per-instance query must yield (engine-shaped:
+    variable -> N-Triples term), in the query's ORDER BY."""
+
+    gateway: str
+    query: str
+    start: int
+    end: int
+    rows: tuple[tuple[tuple[str, str], ...], ...]
+    entailment: bool          # a vendor-dialect CO2 reading is in the instance: without RDFS entailment the rows differ
+    events: tuple[int, ...]   # scenario events that shaped it (CO2 readings in it, silences overlapping it)
+
+    def to_json(self, start_ms: int, scenario: str) -> dict[str, Any]:
+        return {
+            "scenario": scenario,
+            "gateway": self.gateway,
+            "query": self.query,
+            "window": {"start": self.start, "end": self.end},
+            "start_s": (self.start - start_ms) / 1000.0,
+            "end_s": (self.end - start_ms) / 1000.0,
+            "rows": [dict(row) for row in self.rows],
+            "entailment": self.entailment,
+            "events": list(self.events),
+        }
+
+
+def average_term(values: list[Decimal]) -> str:
+    """AVG of xsd:decimal values: exact when the quotient terminates within AVERAGE_DIGITS
+    significant digits, else rounded half-even to them."""
+    with localcontext() as ctx:
+        ctx.prec = AVERAGE_DIGITS
+        ctx.rounding = ROUND_HALF_EVEN
+        total = sum(values, Decimal(0))   # exact: the readings have far fewer digits
+        average = total / Decimal(len(values))
+    return make_literal(format(average, "f"), vocab.XSD_DECIMAL)
+
+
+def _co2_rooms(site: Site) -> list[str]:
+    """Rooms with a CO2 sensor (static: sosa:observes ew:CO2Concentration, ew:locatedIn)."""
+    return sorted({site.rooms[s.place] for s in site.sensors
+                   if s.kind.observed_property == CO2 and s.kind.stream == INSTANCE_STREAM})
+
+
+def _co2_per_room(co2: dict[str, list[Reading]]) -> list[tuple[tuple[str, str], ...]]:
+    rows = []
+    for room in sorted(co2):
+        readings = co2[room]
+        values = [Decimal(decimal_lexical(float(r.value))) for r in readings]
+        low = min(range(len(values)), key=values.__getitem__)
+        high = max(range(len(values)), key=values.__getitem__)
+        rows.append((("room", room), ("average", average_term(values)),
+                     ("lowest", result_term("decimal", readings[low].value)),
+                     ("highest", result_term("decimal", readings[high].value)),
+                     ("readings", make_literal(str(len(readings)), vocab.XSD_INTEGER))))
+    return rows
+
+
+def instance_truth(sites: list[Site], readings: Iterable[Reading],
+                   silences: Iterable[Silence] = ()) -> list[ExpectedInstance]:
+    """The rows of co2-per-room and silent-rooms for every minute of the run that holds a
+    reading on the rooms' stream (the instances an engine reports by default, non-empty).
+
+    co2-per-room: per room with a CO2 reading in the minute, the average, lowest and
+    highest value and how many readings; silent-rooms: the rooms with a CO2 sensor and no
+    CO2 reading in the minute. Both are derived from the readings as published, never by
+    the engine.
+    """
+    width = INSTANCE_WINDOW_MS
+    busy: dict[str, set[int]] = {site.gateway: set() for site in sites}
+    co2: dict[tuple[str, int], dict[str, list[Reading]]] = defaultdict(lambda: defaultdict(list))
+    by_site = {site.gateway: site for site in sites}
+    for r in readings:
+        site = by_site.get(r.sensor.gateway)
+        if site is None or r.sensor.kind.stream != INSTANCE_STREAM:
+            continue
+        k = r.ms // width
+        busy[site.gateway].add(k)
+        if r.sensor.kind.observed_property == CO2:
+            co2[(site.gateway, k)][site.rooms[r.sensor.place]].append(r)
+    co2_sensors = {(s.gateway, s.local) for site in sites for s in site.sensors if s.kind.observed_property == CO2}
+    quiet = [q for q in silences if (q.gateway, q.sensor) in co2_sensors]
+    out: list[ExpectedInstance] = []
+    for site in sites:
+        rooms = _co2_rooms(site)
+        for k in sorted(busy[site.gateway]):
+            start, end = k * width, (k + 1) * width
+            in_window = co2.get((site.gateway, k), {})
+            contributing = [r for rs in in_window.values() for r in rs]
+            events = {r.event for r in contributing if r.event is not None}
+            events |= {q.event for q in quiet if q.gateway == site.gateway and q.start < end and start < q.end}
+            common = dict(gateway=site.gateway, start=start, end=end,
+                          entailment=any(r.sensor.dialect != "sosa" for r in contributing),
+                          events=tuple(sorted(events)))
+            out.append(ExpectedInstance(query="co2-per-room", rows=tuple(_co2_per_room(in_window)), **common))
+            silent = tuple((("room", room),) for room in rooms if room not in in_window)
+            out.append(ExpectedInstance(query="silent-rooms", rows=silent, **common))
+    out.sort(key=lambda i: (i.gateway, i.start, i.query))
+    return out
