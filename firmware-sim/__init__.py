@@ -3,7 +3,8 @@
 Data flows one way: config -> site (sensors, static triples) -> fleet (each sensor's
 state machine, merged in time order, plus a scenario's injected readings) -> observation
 (N-Triples per message) -> a sink (MQTT, stdout, a recording); truth computes the
-expected matches from the same readings. Modules:
+expected matches, and the per-instance queries' rows per window instance, from the same
+readings. Modules:
 
 - ``config``: configs/sim.yaml;  ``site``: a gateway's premises and static data;
 - ``sensors``: sensor kinds and value models;  ``observation``: readings as SOSA messages;
