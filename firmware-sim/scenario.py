@@ -150,7 +150,8 @@ class _Builder:
             if not 0.0 <= confidence <= 1.0:
                 raise ScenarioError(f"{self.where(i)}: confidence {confidence} is not within 0..1")
         elif sensor.kind.confidence:
-            raise ScenarioError(f"{self.where(i)}: {sensor.local} annotates a confidence: give [offset, value, confidence]")
+            raise ScenarioError(f"{self.where(i)}: {sensor.local} annotates a confidence: "
+                                "give [offset, value, confidence]")
         self.injection.readings.append(Reading(ms, sensor, value, confidence, event=i))
 
     def hold(self, i: int, event: dict[str, Any]) -> None:

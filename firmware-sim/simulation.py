@@ -40,7 +40,8 @@ class Simulation:
             for hazard in background_hazards(site):
                 log.warning("background_may_match gateway=%s reason=%r", site.gateway, hazard)
         if self.duration_s is None:
-            self.duration_s = self.scenario.duration_s if self.scenario and self.scenario.duration_s else self.config.duration_s
+            scenario_s = self.scenario.duration_s if self.scenario else None
+            self.duration_s = scenario_s if scenario_s else self.config.duration_s
         self.injection = inject(self.scenario, self.sites, self.config.start_ms) if self.scenario else Injection()
 
     def messages(self) -> Iterator[Message]:

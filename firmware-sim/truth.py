@@ -113,7 +113,8 @@ def _check_window(pattern: str, a: Reading, b: Reading) -> bool:
 
 def _above(pattern: str, what: str, value: float, limit: float) -> bool:
     if abs(value - limit) <= VALUE_EPSILON:
-        raise AmbiguousScenario(f"{pattern}: {what} {value} equals its threshold {limit}; make it clearly above or below")
+        raise AmbiguousScenario(f"{pattern}: {what} {value} equals its threshold {limit}; "
+                                "make it clearly above or below")
     return value > limit
 
 
@@ -152,7 +153,8 @@ def _intrusion(site: Site, by_kind: dict[str, list[Reading]]) -> Iterable[Expect
 def _patient(site: Site, by_kind: dict[str, list[Reading]]) -> Iterable[ExpectedMatch]:
     for name, patient in site.patients.items():
         def trusted(r: Reading) -> bool:
-            return _above("abnormal-patient", f"confidence of {r.observation}", r.confidence, patient.minimum_confidence)
+            return _above("abnormal-patient", f"confidence of {r.observation}", r.confidence,
+                          patient.minimum_confidence)
 
         high = [r for r in by_kind["heart_rate"] if r.sensor.place == name
                 and _above("abnormal-patient", f"heart rate {r.observation}", float(r.value),
