@@ -9,7 +9,8 @@ CSV:        GET /export/{name}.csv (matches, patterns, bindings, significant, de
 Operator:   POST /gateways/{gw}/push (a config document, validated, signed and pushed)
 Metrics:    GET /metrics (Prometheus' text format, metrics.py): a session, or the bearer token in
             ``dashboard.metrics_token_file``
-Alarms and configuration: see alarm_pages.py and config_pages.py.
+Alarms, configuration and per-instance query results: see alarm_pages.py, config_pages.py and
+query_pages.py.
 
 Everything but /login and /static needs a session: pages redirect to the login
 page, the API and exports answer 401. Reads run in Starlette's thread pool (sync
@@ -42,7 +43,7 @@ from edgewave.cloud.settings import CloudSettings, SettingsError
 from edgewave.shared import clock
 from edgewave.shared.secret_files import read_secret
 
-from . import alarm_pages, config_pages, export, live, metrics, queries
+from . import alarm_pages, config_pages, export, live, metrics, queries, query_pages
 from .alarms import AlarmStore
 from .auth import (OPERATOR, LoginLimiter, Users, client_address, csrf_ok, current_user, end_session, form_for,
                    resolve_user, start_session)
@@ -281,7 +282,8 @@ def live_page(request: Request) -> Response:
     with _reader(request).query() as q:
         patterns = [p for (p,) in q.rows("SELECT DISTINCT pattern FROM binding_values ORDER BY 1")]
         gateways = [g for (g,) in q.rows("SELECT gateway FROM gateways ORDER BY 1")]
-    chosen = {"gateway": request.query_params.get("gateway") or "", "pattern": request.query_params.get("pattern") or ""}
+    chosen = {"gateway": request.query_params.get("gateway") or "",
+              "pattern": request.query_params.get("pattern") or ""}
     time_params = {} if rng is None else _range_query(rng)
     found = None if rng is None else live.rows_in_range(request, rng, live.RANGE_ROWS)
     return render(request, "live.html", {
@@ -407,7 +409,8 @@ def export_history(request: Request) -> Response:
     with _reader(request).query() as q:
         row = _one_gateway(request, q)
         history = queries.status_history(q, row.gateway, limit=10_000, before_ms=_before(request))
-    return export.csv_response(export.history_table(history, viewer_zone(request)), f"edgewave-{row.gateway}-history.csv")
+    return export.csv_response(export.history_table(history, viewer_zone(request)),
+                               f"edgewave-{row.gateway}-history.csv")
 
 
 # -- errors ----------------------------------------------------------------------------------
@@ -478,6 +481,10 @@ def create_app(settings: CloudSettings, secret_key: str) -> Starlette:
         Route("/alarms/{alarm_id}/ack", alarm_pages.acknowledge, methods=["POST"]),
         Route("/alarms/{alarm_id}/clear", alarm_pages.clear, methods=["POST"]),
         Route("/matches/{event_id:path}", alarm_pages.match_page),
+        Route("/queries", query_pages.queries_page),
+        Route("/queries/{query:path}", query_pages.query_page),
+        Route("/api/queries/{query:path}", query_pages.api_query),
+        Route("/export/queries/{query:path}.csv", query_pages.export_query),
         Route("/api/alarms", alarm_pages.api_alarms),
         Route("/api/alarms/stream", alarm_pages.alarms_stream),
         Route("/api/matches", api_matches),

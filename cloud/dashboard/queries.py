@@ -64,6 +64,28 @@ class Query:
             self.conn.set_progress_handler(None, 0)
 
 
+    def each(self, sql: str, params: tuple | list = ()) -> Iterator[tuple]:
+        """The rows of ``sql`` one at a time, for a reader that may stop early (close the iterator then);
+        the same deadline and missing-table rule as ``rows``."""
+        if self.conn is None:
+            return
+        deadline = time.monotonic() + self.timeout_s
+        self.conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
+        try:
+            cursor = self.conn.execute(sql, params)
+            while batch := cursor.fetchmany(200):
+                yield from batch
+        except sqlite3.OperationalError as exc:
+            message = str(exc)
+            if message.startswith("no such table"):
+                return
+            if message == "interrupted":
+                raise QueryTimeout(f"query took longer than {self.timeout_s:g}s") from exc
+            raise
+        finally:
+            self.conn.set_progress_handler(None, 0)
+
+
 class Reader:
     """Opens read-only connections to the cloud database at ``path``."""
 

@@ -8,6 +8,9 @@ EDGEWAVE_UPDATE_SCREENSHOTS=1 also writes the screenshots to docs/images/ for th
 """
 from __future__ import annotations
 
+import csv
+import io
+import json
 import os
 import re
 import shutil
@@ -15,12 +18,13 @@ import sqlite3
 import time
 from pathlib import Path
 from typing import Iterator
+from urllib.parse import quote
 
 import pytest
 
 from cloud_harness import CloudProcess, landing_record
 from edgewave.cloud.live_feed import LiveFeedWriter
-from edgewave.shared.events import match_event, significant_event
+from edgewave.shared.events import instance_events, match_event, rows_dicts, significant_event
 from dashboard_data import PASSWORDS, KnownData, fill_known_database, free_port, save_screenshot, \
     wait_until_serving, write_dashboard_config
 
@@ -221,11 +225,11 @@ def test_offline_and_lagging_gateways_stand_out_and_come_first(context, dashboar
     assert page.locator("#gateway-health").inner_text() == "online"
 
 
-def test_pages_fit_a_phone_screen(browser, dashboard):
+def test_pages_fit_a_phone_screen(browser, dashboard, instances):
     ctx = browser.new_context(base_url=dashboard.url, viewport={"width": 390, "height": 844}, is_mobile=True)
     try:
         page = log_in(ctx, "victor")
-        for path in ("/", "/gateways", "/gateways/gw-lag"):
+        for path in ("/", "/gateways", "/gateways/gw-lag", "/queries", "/queries/co2-per-room"):
             page.goto(path)
             page.wait_for_load_state("networkidle")
             assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1"), path
@@ -383,6 +387,210 @@ def test_only_an_operator_acknowledges_or_clears_an_alarm_and_only_with_the_toke
     finally:
         operator.close()
     assert "dashboard refused user=victor role=viewer needs=operator path=/alarms/" in dashboard.proc.log()
+
+
+XSD = "http://www.w3.org/2001/XMLSchema#"
+EVIL_QUERY = "co2</h1><script>alert('q')</script>/x"
+EVIL_GATEWAY = "gw-<b>evil</b>"
+
+
+def co2_instances(gateway: str, rooms: int, minutes: int, now_ms: int) -> list[dict]:
+    """co2-per-room as a gateway reports it: a row per room and minute (the newest minute without room 1's
+    average: unbound), the average a decimal and the readings an integer."""
+    events = []
+    for m in range(minutes):
+        end = (now_ms // 60_000 - m) * 60_000
+        rows = [{"room": f"<http://example.org/{gateway}/room{r}>",
+                 "average": f'"{400 + 10 * r + m}.5"^^<{XSD}decimal>', "readings": f'"{6 + r}"^^<{XSD}integer>'}
+                for r in range(rooms)]
+        if m == 0:
+            del rows[1]["average"]
+        events += instance_events(gateway, "co2-per-room", end - 60_000, end, "RSTREAM", rows, end + 300)
+    return events
+
+
+def store_instances(db: Path, batch_id: int, events: list[dict]) -> None:
+    """Instance events into SQLite as the Spark job stores them (its row per event, its part)."""
+    from edgewave.cloud.aggregates import BatchAggregates, InstanceResult, apply_batch, instance_part
+    from edgewave.cloud.database import open_database
+
+    results = [InstanceResult(e["id"], e["gateway"], e["pattern"], e["windowStart"], e["windowEnd"], e["operator"],
+                              json.dumps(rows_dicts(e)), e["emittedAt"] + 100,
+                              instance_part(e["id"], e["gateway"], e["pattern"], e["windowStart"], e["windowEnd"],
+                                            e["operator"])) for e in events]
+    conn = open_database(db)
+    try:
+        assert apply_batch(conn, "test-query", batch_id, BatchAggregates(rows=len(results), instances=results))
+    finally:
+        conn.conn.close()
+
+
+@pytest.fixture(scope="module")
+def instances(dashboard) -> dict[str, list[dict]]:
+    """Per-instance results of three queries, stored through apply_batch: co2-per-room from two gateways, an
+    instance of 700 rows in two parts (stored second part first), and a query whose name, gateway and values
+    are made to break out of the page."""
+    now = int(time.time() * 1000)
+    ok, lag = co2_instances("gw-ok", 3, 30, now), co2_instances("gw-lag", 2, 10, now)
+    end = now // 60_000 * 60_000
+    seen = instance_events("gw-ok", "sensors-seen", end - 10_000, end, "ISTREAM",
+                           [{"sensor": f"<http://example.org/gw-ok/s{i:03d}>"} for i in range(700)], end)
+    evil = instance_events(EVIL_GATEWAY, EVIL_QUERY, end - 60_000, end, "RSTREAM", [
+        {"who": '"<img src=x onerror=alert(1)>"', "v": f'"-5"^^<{XSD}integer>', "f": '"=HYPERLINK(\\"http://x\\")"'},
+        {"who": "<http://example.org/a?b=<script>alert(2)</script>>", "v": f'"7.25"^^<{XSD}double>',
+         "f": '"+1"'}], end)
+    store_instances(dashboard.db, 1, ok + lag + seen[1:])
+    store_instances(dashboard.db, 2, seen[:1] + evil)
+    return {"gw-ok": ok, "gw-lag": lag, "seen": seen, "evil": evil}
+
+
+def berlin(ms: int) -> str:
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    return datetime.fromtimestamp(ms / 1000, ZoneInfo("Europe/Berlin")).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def table_rows(page, selector: str = "#rows-table tbody tr") -> list[list[str]]:
+    return page.evaluate("""s => Array.from(document.querySelectorAll(s)).map(
+        tr => Array.from(tr.querySelectorAll('td')).map(td => td.textContent))""", selector)
+
+
+def test_a_per_instance_querys_rows_and_charts_from_the_navigation(context, dashboard, instances):
+    page = log_in(context, "victor")
+    page.click("header nav >> text=Queries")
+    page.wait_for_url(re.compile(r"/queries$"))
+    listed = {(r.get_attribute("data-query"), r.get_attribute("data-gateway")): r.inner_text()
+              for r in page.locator("#queries-table tbody tr").all()}
+    assert set(listed) == {("co2-per-room", "gw-lag"), ("co2-per-room", "gw-ok"), ("sensors-seen", "gw-ok"),
+                           (EVIL_QUERY, EVIL_GATEWAY)}
+    assert "\t30\t" in listed[("co2-per-room", "gw-ok")] and "?room ?average ?readings" in listed[
+        ("co2-per-room", "gw-ok")]
+    # One gateway's page: the rows of its newest instance first, the instance's bounds as times, then the variables.
+    page.locator("#queries-table tr[data-gateway='gw-ok'][data-query='co2-per-room'] td").nth(1).locator("a").click()
+    page.wait_for_url(re.compile(r"/queries/co2-per-room\?gateway=gw-ok$"))
+    page.wait_for_selector("#instance-charts[data-drawn=chart] canvas")
+    assert page.locator("#rows-table thead").inner_text().split() == ["Start", "End", "?room", "?average", "?readings"]
+    expected = [[berlin(e["windowStart"]), berlin(e["windowEnd"]), row["room"],
+                 row["average"][1:row["average"].index('"', 1)] if "average" in row else "", row["readings"][1:2]]
+                for e in sorted(instances["gw-ok"], key=lambda e: -e["windowEnd"]) for row in rows_dicts(e)]
+    assert table_rows(page) == expected
+    assert page.locator("#rows-table tbody tr.instance-first").count() == 30
+    # The same rows in SQLite: every instance stored once.
+    assert sqlite_rows(dashboard.db, "SELECT COUNT(*) FROM instance_results WHERE query = 'co2-per-room' "
+                       "AND gateway = 'gw-ok'") == [(30,)]
+    # The charts: one per numeric variable, a line per room, the values the rows hold.
+    charts = page.locator("#instance-charts figure.instance-chart")
+    assert [c.get_attribute("data-variable") for c in charts.all()] == ["average", "readings"]
+    assert charts.nth(0).get_attribute("data-series") == "3"
+    assert int(charts.nth(0).get_attribute("data-points")) == 3 * 30 - 1     # room1's newest average is unbound
+    with page.expect_response(lambda r: "/api/queries/co2-per-room" in r.url) as info:
+        page.reload()
+    chart = info.value.json()
+    page.wait_for_selector("#instance-charts[data-drawn=chart] canvas")
+    ends = sorted(e["windowEnd"] for e in instances["gw-ok"])
+    assert chart["x"] == [end / 1000 for end in ends] and chart["group_by"] == ["room"]
+    average = chart["charts"][0]
+    assert [s["label"] for s in average["series"]] == ["room0", "room1", "room2"]
+    for r, series in enumerate(average["series"]):
+        minutes_ago = [len(ends) - 1 - i for i in range(len(ends))]
+        assert series["values"] == [None if (r == 1 and m == 0) else 400 + 10 * r + m + 0.5 for m in minutes_ago]
+    legend = page.locator("#instance-charts figure.instance-chart").nth(0).locator(".u-legend").inner_text()
+    assert "room0" in legend and "room2" in legend
+    assert page.evaluate("""() => { const c = document.querySelector('#instance-charts canvas');
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i]) n++; return n; }""") > 1000
+    page.goto("/queries/co2-per-room?gateway=gw-lag")      # ten instances: a short page for the docs
+    page.wait_for_selector("#instance-charts[data-drawn=chart] canvas")
+    save_screenshot(page, "dashboard-query.png")
+    # Every gateway: a line per gateway and room, and a gateway column.
+    page.select_option("#gateway-choice", "")
+    page.click(".toolbar form:not(#custom-range) button[type=submit]")
+    page.wait_for_selector("#instance-charts[data-drawn=chart] canvas")
+    assert page.locator("#instance-charts figure.instance-chart").nth(0).get_attribute("data-series") == "5"
+    assert page.locator("#rows-table thead").inner_text().split()[:3] == ["Start", "End", "Gateway"]
+    assert page.locator("#rows-table tbody tr").count() == 30 * 3 + 10 * 2
+
+
+def test_an_instance_in_two_parts_reads_in_its_rows_order(context, instances):
+    page = log_in(context, "victor")
+    page.goto("/queries/sensors-seen")
+    rows = table_rows(page)
+    assert [r[2] for r in rows] == [f"<http://example.org/gw-ok/s{i:03d}>" for i in range(700)]
+    page.wait_for_selector("#instance-charts[data-drawn=empty]")
+    assert "No numeric variable" in page.locator("#instance-charts").inner_text()
+
+
+def test_a_querys_csv_has_a_line_per_row_in_the_viewers_zone(context, dashboard, instances):
+    page = log_in(context, "victor")
+    page.goto("/queries/co2-per-room?range=1h")
+    href = page.locator("#query-csv").get_attribute("href")
+    assert "tz=Europe%2FBerlin" in href and "range=1h" in href
+    response = context.request.get(href)
+    assert response.status == 200 and response.headers["content-type"].startswith("text/csv")
+    lines = list(csv.reader(io.StringIO(response.text())))
+    assert lines[0] == ["gateway", "window_start", "window_end", "operator", "room", "average", "readings"]
+    events = sorted(instances["gw-ok"] + instances["gw-lag"], key=lambda e: (-e["windowEnd"], e["gateway"]))
+    expected = [[e["gateway"], iso(e["windowStart"]), iso(e["windowEnd"]), "RSTREAM", row["room"],
+                 row["average"][1:row["average"].index('"', 1)] if "average" in row else "", row["readings"][1:2]]
+                for e in events for row in rows_dicts(e)]
+    assert lines[1:] == expected
+    # One gateway, and the hostile query: a number stays a number, a formula-like literal is defused.
+    one = context.request.get("/export/queries/co2-per-room.csv?gateway=gw-lag&tz=UTC")
+    assert {line.split(",")[0] for line in one.text().splitlines()[1:]} == {"gw-lag"}
+    evil = context.request.get(f"/export/queries/{quote(EVIL_QUERY, safe='')}.csv?tz=UTC")
+    disposition = evil.headers["content-disposition"]
+    assert evil.status == 200 and disposition.startswith('attachment; filename="edgewave-co2_')
+    assert not set("<>'/") & set(disposition.split("filename=")[1].strip('"'))
+    header, first, second = list(csv.reader(io.StringIO(evil.text())))
+    assert header[4:] == ["who", "v", "f"]
+    # a number is a number (a negative one not taken for a formula), other terms are N-Triples
+    assert first[0] == EVIL_GATEWAY and first[4:] == ['"<img src=x onerror=alert(1)>"', "-5",
+                                                      '"=HYPERLINK(\\"http://x\\")"']
+    assert second[5:] == ["7.25", '"+1"']
+    # Without a session: 401, nothing of the rows.
+    anonymous = context.browser.new_context(base_url=dashboard.url)
+    try:
+        for path in ("/export/queries/co2-per-room.csv", "/api/queries/co2-per-room"):
+            refused = anonymous.request.get(path, max_redirects=0)
+            assert refused.status == 401 and "room" not in refused.text(), path
+        for path in ("/queries", "/queries/co2-per-room"):
+            refused = anonymous.request.get(path, max_redirects=0)
+            assert refused.status == 303 and refused.headers["location"].startswith("/login"), path
+    finally:
+        anonymous.close()
+
+
+def iso(ms: int) -> str:
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    return datetime.fromtimestamp(ms / 1000, ZoneInfo("Europe/Berlin")).isoformat(timespec="seconds")
+
+
+def test_what_a_gateway_names_and_sends_is_text_on_the_page(context, instances):
+    page = log_in(context, "victor")
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.goto("/queries")
+    row = page.locator("#queries-table tbody tr", has_text="gw-<b>evil</b>")
+    assert EVIL_QUERY in row.inner_text()
+    row.locator("a").first.click()
+    page.wait_for_selector("#instance-charts[data-drawn=chart] canvas")
+    assert page.locator("#query-name").inner_text() == EVIL_QUERY
+    assert page.evaluate("document.title").startswith(EVIL_QUERY)
+    cells = table_rows(page)
+    assert [c[2:] for c in cells] == [['"<img src=x onerror=alert(1)>"', "-5", '"=HYPERLINK(\\"http://x\\")"'],
+                                      ["<http://example.org/a?b=<script>alert(2)</script>>", "7.25", '"+1"']]
+    assert page.locator("main img, main script, main b").count() == 0
+    legend = page.locator("#instance-charts .u-legend").first.inner_text()
+    assert "<img src=x onerror=alert(1)>" in legend
+    assert page.locator("#instance-charts img, #instance-charts script").count() == 0
+    assert dialogs == []
+    # A query or gateway nobody reported: 404, the name as text.
+    missing = page.goto("/queries/%3Cscript%3Enope")
+    assert missing.status == 404 and page.locator("main script").count() == 0
+    assert page.goto("/queries/co2-per-room?gateway=gw-zeta").status == 404
 
 
 def test_failed_logins_are_rate_limited_per_user_and_per_address(browser, dashboard):

@@ -1,4 +1,5 @@
-// edgewave dashboard: the viewer's time zone, the custom range form, and the matches chart (uPlot).
+// edgewave dashboard: the viewer's time zone, the custom range form, the matches chart and a per-instance
+// query's charts (uPlot).
 // No inline scripts anywhere (the Content-Security-Policy allows scripts from /static only).
 (function () {
   "use strict";
@@ -64,6 +65,8 @@
 
     var el = document.getElementById("matches-chart");
     if (el) drawMatches(el);
+    var charts = document.getElementById("instance-charts");
+    if (charts) drawInstances(charts);
     var live = document.getElementById("live-table");
     if (live) followLive(live);
     var alarms = document.getElementById("alarms-table");
@@ -227,6 +230,80 @@
         if (r.status === 401) { source.close(); window.location.href = "/login?next=/live"; }
       });
     };
+  }
+
+  // A per-instance query's numbers: one uPlot chart per numeric variable, one series per group
+  // (the values of the other variables), over the instances' ends. Labels come from gateways: text only.
+  function drawInstances(box) {
+    var plots = [];
+
+    function size(div) { return { width: Math.max(260, div.clientWidth), height: div.clientWidth < 500 ? 220 : 280 }; }
+
+    function note(text) {
+      var p = el("p", text, "chart-empty");
+      box.appendChild(p);
+    }
+
+    function render(data) {
+      plots.forEach(function (p) { p.destroy(); });
+      plots = [];
+      box.innerHTML = "";
+      box.setAttribute("data-instances", String(data.instances));
+      if (data.charts.length === 0) {
+        note(data.rows ? "No numeric variable to chart: every variable has values that are not numbers."
+                       : "No instances of this query ended in this range.");
+        box.setAttribute("data-drawn", "empty");
+        return;
+      }
+      if (data.truncated) note("Charting the newest " + data.rows + " rows of this range.");
+      data.charts.forEach(function (chart) {
+        var fig = el("figure", null, "instance-chart");
+        fig.setAttribute("data-variable", chart.variable);
+        fig.setAttribute("data-series", String(chart.series.length));
+        var points = 0;
+        chart.series.forEach(function (s) { s.values.forEach(function (v) { if (v !== null) points++; }); });
+        fig.setAttribute("data-points", String(points));
+        var caption = "?" + chart.variable + (data.group_by.length ? " per " + data.group_by.map(function (g) {
+          return g === "gateway" ? "gateway" : "?" + g; }).join(", ") : "");
+        if (chart.groups > chart.series.length) caption += " (the first " + chart.series.length + " of " + chart.groups + ")";
+        fig.appendChild(el("figcaption", caption));
+        var div = el("div", null, "chart");
+        fig.appendChild(div);
+        box.appendChild(fig);
+        var opts = {
+          width: size(div).width, height: size(div).height,
+          scales: { x: { time: true } },
+          axes: [{}, { size: 60 }],
+          series: [{ label: "instance end" }].concat(chart.series.map(function (s, i) {
+            return { label: s.label, stroke: PALETTE[i % PALETTE.length], width: 1.5, spanGaps: true,
+                     points: { show: data.x.length < 60 } };
+          })),
+        };
+        var plot = new uPlot(opts, [data.x].concat(chart.series.map(function (s) { return s.values; })), div);
+        plot._ewDiv = div;
+        plots.push(plot);
+      });
+      box.setAttribute("data-drawn", "chart");
+    }
+
+    function load() {
+      fetch(box.getAttribute("data-src"), { credentials: "same-origin", headers: { "Accept": "application/json" } })
+        .then(function (r) {
+          if (r.status === 401) { window.location.href = "/login"; throw new Error("logged out"); }
+          if (!r.ok) throw new Error("HTTP " + r.status);
+          return r.json();
+        })
+        .then(render)
+        .catch(function (err) { box.setAttribute("data-error", String(err)); });
+    }
+
+    load();
+    setInterval(load, 60000);
+    var timer = null;
+    window.addEventListener("resize", function () {
+      clearTimeout(timer);
+      timer = setTimeout(function () { plots.forEach(function (p) { p.setSize(size(p._ewDiv)); }); }, 150);
+    });
   }
 
   function drawMatches(el) {
