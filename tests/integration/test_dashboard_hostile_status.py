@@ -56,7 +56,7 @@ MISSING_FIELDS = [b"{}", b'{"state": "online"}', b'{"outbox": {}, "counters": {}
 
 FLEET_PAGES = ["/", "/gateways", "/gateways/table", "/config", "/api/gateways", "/api/overview",
                "/export/gateways.csv", "/api/overview?range=7d", "/overview/tables", "/api/matches", "/live",
-               "/alarms", "/metrics"]
+               "/alarms", "/metrics", "/queries"]
 PER_GATEWAY = ["/gateways/{gw}", "/gateways/{gw}/config", "/api/gateways/{gw}/history",
                "/export/gateways/{gw}/history.csv"]
 

@@ -53,6 +53,9 @@ def test_on_a_machine_where_the_cloud_never_ran_the_pages_are_empty(tmp_path):
             assert api["total"] == 0 and api["patterns"] == [] and api["chart"]["series"] == {}
             assert page.request.get("/export/gateways.csv").text().splitlines()[0].startswith("gateway,health")
             assert page.request.get("/gateways/gw1").status == 404
+            page.goto("/queries")
+            assert page.locator("#queries-table tbody tr").inner_text() == "No per-instance query results stored yet."
+            assert page.request.get("/queries/co2-per-room").status == 404
             browser.close()
     finally:
         assert dashboard.stop(timeout=20) == 0, dashboard.log()[-3000:]
