@@ -21,12 +21,15 @@ import re
 from contextlib import closing
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
+from datetime import timezone
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from edgewave.shared.ntriples import literal_parts
 from edgewave.shared.vocab import XSD_NS
 
 from .queries import Query
+from .viewfmt import iso_time
 
 NUMERIC_TYPES = frozenset(f"<{XSD_NS}{name}>" for name in (
     "integer", "decimal", "double", "float", "long", "int", "short", "byte", "nonNegativeInteger",
@@ -87,13 +90,14 @@ def cell(term: str | None) -> str:
     return literal_parts(term)[0].strip() if number(term) is not None else term
 
 
-def csv_value(term: str | None) -> Decimal | str | None:
-    """A term as the CSV has it: a number as a number (its lexical form, so a negative one is not taken
-    for a formula and quoted), any other term as N-Triples."""
-    if term is None:
-        return None
-    value = number(term)
-    return term if value is None else value
+def csv_table(found: "InstanceRows", zone: ZoneInfo | timezone) -> tuple[list[str], list[list[Any]]]:
+    """The CSV of a query's rows, one line per row as the page lists them: gateway, the instance's bounds
+    (ISO 8601 in ``zone``, like every export), operator, then a column per variable holding its N-Triples
+    term as the gateway sent it (lossless: the datatype stays; an unbound variable is empty)."""
+    header = ["gateway", "window_start", "window_end", "operator", *found.variables]
+    rows = [[r.gateway, iso_time(r.window_start, zone), iso_time(r.window_end, zone), r.operator,
+             *(r.values.get(v) for v in found.variables)] for r in found.rows]
+    return header, rows
 
 
 @dataclass(frozen=True)
@@ -144,6 +148,12 @@ def _pairs(q: Query, query: str | None = None, limit: int = MAX_LISTED) -> list[
     return found
 
 
+def _part(q: Query) -> str:
+    """``part,`` to order an instance's events by when the table has that column, else nothing: a
+    database written before the column existed still reads (its events in id order) until the job adds it."""
+    return "part," if any(c[1] == "part" for c in q.rows("PRAGMA table_info(instance_results)")) else ""
+
+
 def _decode(text: Any) -> list[dict[str, str]]:
     """A stored ``rows`` as a list of {variable: term}, keeping only what has that shape."""
     try:
@@ -159,12 +169,13 @@ def _decode(text: Any) -> list[dict[str, str]]:
 def query_summaries(q: Query) -> list[QuerySummary]:
     """Every query with stored rows, per gateway, by name: the list page."""
     out = []
+    part = _part(q)
     for query, gateway in _pairs(q):
         (count, oldest, newest), = q.rows(
             """SELECT COUNT(DISTINCT window_end), MIN(window_end), MAX(window_end) FROM instance_results
                WHERE query = ? AND gateway = ?""", (query, gateway))
-        newest_rows = q.rows("""SELECT operator, rows FROM instance_results WHERE query = ? AND gateway = ?
-                                ORDER BY window_end DESC, part LIMIT 1""", (query, gateway))
+        newest_rows = q.rows(f"""SELECT operator, rows FROM instance_results WHERE query = ? AND gateway = ?
+                                ORDER BY window_end DESC, {part} event_id LIMIT 1""", (query, gateway))
         operator, text = newest_rows[0] if newest_rows else ("", "[]")
         out.append(QuerySummary(query, gateway, int(count or 0), int(oldest or 0), int(newest or 0), str(operator),
                                 _variables(_decode(text))))
@@ -192,8 +203,8 @@ def read_rows(q: Query, query: str, gateway: str | None, start_ms: int, end_ms: 
     out = InstanceRows()
     instances: set[tuple[str, int, int, str]] = set()
     events = q.each(f"""SELECT gateway, window_start, window_end, operator, rows FROM instance_results
-                        WHERE {where} ORDER BY window_end DESC, window_start DESC, gateway, operator, part, event_id""",
-                    params)
+                        WHERE {where} ORDER BY window_end DESC, window_start DESC, gateway, operator, {_part(q)}
+                        event_id""", params)
     with closing(events):
         for gw, start, end, operator, text in events:
             rows = _decode(text)

@@ -3,7 +3,8 @@
 Pages:  GET /queries (every per-instance query with stored rows, per gateway),
         GET /queries/{query} (``?gateway=`` one gateway, else all; ``?range=1h|24h|7d`` or ``start``/``end``)
 JSON:   GET /api/queries/{query} (the charts' data, the same parameters)
-CSV:    GET /export/queries/{query}.csv (the same parameters; times in the viewer's zone, ``tz``)
+CSV:    GET /export/queries/{query}.csv (the same parameters; times in the viewer's zone, ``tz``; values as
+        N-Triples terms)
 
 A query's name is in the path, percent-encoded (a name may hold a ``/``). The rows are read
 from ``instance_results`` (instances.py), which the Spark job fills exactly once per event.
@@ -20,7 +21,7 @@ from starlette.responses import JSONResponse, Response
 from . import export, instances, queries
 from .bucketing import PRESETS_MS, RangeError, TimeRange, parse_range
 from .rendering import render
-from .viewfmt import iso_time, viewer_zone
+from .viewfmt import viewer_zone
 
 
 def _reader(request: Request) -> queries.Reader:
@@ -77,7 +78,6 @@ def query_page(request: Request) -> Response:
         "nav": "queries", "query": query, "query_path": path_of(query), "gateway": gateway, "gateways": gateways,
         "range": rng, "presets": list(PRESETS_MS), "found": found, "table": table, "numeric": numeric,
         "params": _params(gateway, rng), "gateway_params": _params(gateway, None),
-        "show_gateway": gateway is None and len(gateways) > 1,
         "operators": sorted({r.operator for r in found.rows})})
 
 
@@ -92,14 +92,10 @@ def api_query(request: Request) -> Response:
 
 
 def export_query(request: Request) -> Response:
-    """``/export/queries/<query>.csv``: one line per row, newest instance first: gateway, the instance's
-    bounds, its operator, then the query's variables (a number as its lexical form, other terms as N-Triples)."""
+    """``/export/queries/<query>.csv``: the page's rows (its gateway and range), newest instance first, one
+    line per row: gateway, the instance's bounds, its operator, then the query's variables as N-Triples."""
     query, gateway, rng = _chosen(request)
-    zone = viewer_zone(request)
     with _reader(request).query() as q:
         found = instances.read_rows(q, query, gateway, rng.start_ms, rng.end_ms, instances.CSV_ROWS)
-    header = ["gateway", "window_start", "window_end", "operator", *found.variables]
-    rows = [[r.gateway, iso_time(r.window_start, zone), iso_time(r.window_end, zone), r.operator,
-             *(instances.csv_value(r.values.get(v)) for v in found.variables)] for r in found.rows]
     safe_name = "".join(c if (c.isascii() and c.isalnum()) or c in "-_." else "_" for c in query)[:80] or "query"
-    return export.csv_response((header, rows), f"edgewave-{safe_name}.csv")
+    return export.csv_response(instances.csv_table(found, viewer_zone(request)), f"edgewave-{safe_name}.csv")

@@ -466,12 +466,14 @@ def test_a_per_instance_querys_rows_and_charts_from_the_navigation(context, dash
                            (EVIL_QUERY, EVIL_GATEWAY)}
     assert "\t30\t" in listed[("co2-per-room", "gw-ok")] and "?room ?average ?readings" in listed[
         ("co2-per-room", "gw-ok")]
-    # One gateway's page: the rows of its newest instance first, the instance's bounds as times, then the variables.
+    # One gateway's page: the rows of its newest instance first: gateway, the instance's bounds as times, operator,
+    # then the variables (an IRI as N-Triples, a number as its lexical form, an unbound variable empty).
     page.locator("#queries-table tr[data-gateway='gw-ok'][data-query='co2-per-room'] td").nth(1).locator("a").click()
     page.wait_for_url(re.compile(r"/queries/co2-per-room\?gateway=gw-ok$"))
     page.wait_for_selector("#instance-charts[data-drawn=chart] canvas")
-    assert page.locator("#rows-table thead").inner_text().split() == ["Start", "End", "?room", "?average", "?readings"]
-    expected = [[berlin(e["windowStart"]), berlin(e["windowEnd"]), row["room"],
+    assert page.locator("#rows-table thead").inner_text().split() == ["Gateway", "Start", "End", "Operator", "?room",
+                                                                      "?average", "?readings"]
+    expected = [["gw-ok", berlin(e["windowStart"]), berlin(e["windowEnd"]), "RSTREAM", row["room"],
                  row["average"][1:row["average"].index('"', 1)] if "average" in row else "", row["readings"][1:2]]
                 for e in sorted(instances["gw-ok"], key=lambda e: -e["windowEnd"]) for row in rows_dicts(e)]
     assert table_rows(page) == expected
@@ -503,12 +505,12 @@ def test_a_per_instance_querys_rows_and_charts_from_the_navigation(context, dash
     page.goto("/queries/co2-per-room?gateway=gw-lag")      # ten instances: a short page for the docs
     page.wait_for_selector("#instance-charts[data-drawn=chart] canvas")
     save_screenshot(page, "dashboard-query.png")
-    # Every gateway: a line per gateway and room, and a gateway column.
+    # Every gateway: a line per gateway and room, both gateways' rows.
     page.select_option("#gateway-choice", "")
     page.click(".toolbar form:not(#custom-range) button[type=submit]")
     page.wait_for_selector("#instance-charts[data-drawn=chart] canvas")
     assert page.locator("#instance-charts figure.instance-chart").nth(0).get_attribute("data-series") == "5"
-    assert page.locator("#rows-table thead").inner_text().split()[:3] == ["Start", "End", "Gateway"]
+    assert {r[0] for r in table_rows(page)} == {"gw-ok", "gw-lag"}
     assert page.locator("#rows-table tbody tr").count() == 30 * 3 + 10 * 2
 
 
@@ -516,7 +518,7 @@ def test_an_instance_in_two_parts_reads_in_its_rows_order(context, instances):
     page = log_in(context, "victor")
     page.goto("/queries/sensors-seen")
     rows = table_rows(page)
-    assert [r[2] for r in rows] == [f"<http://example.org/gw-ok/s{i:03d}>" for i in range(700)]
+    assert [r[4] for r in rows] == [f"<http://example.org/gw-ok/s{i:03d}>" for i in range(700)]
     page.wait_for_selector("#instance-charts[data-drawn=empty]")
     assert "No numeric variable" in page.locator("#instance-charts").inner_text()
 
@@ -532,10 +534,10 @@ def test_a_querys_csv_has_a_line_per_row_in_the_viewers_zone(context, dashboard,
     assert lines[0] == ["gateway", "window_start", "window_end", "operator", "room", "average", "readings"]
     events = sorted(instances["gw-ok"] + instances["gw-lag"], key=lambda e: (-e["windowEnd"], e["gateway"]))
     expected = [[e["gateway"], iso(e["windowStart"]), iso(e["windowEnd"]), "RSTREAM", row["room"],
-                 row["average"][1:row["average"].index('"', 1)] if "average" in row else "", row["readings"][1:2]]
-                for e in events for row in rows_dicts(e)]
+                 row.get("average", ""), row["readings"]] for e in events for row in rows_dicts(e)]
+    assert lines[1][6].endswith(f'"^^<{XSD}integer>')     # the terms as the gateway sent them
     assert lines[1:] == expected
-    # One gateway, and the hostile query: a number stays a number, a formula-like literal is defused.
+    # One gateway, and the hostile query: every value an N-Triples term, so none reads as a formula.
     one = context.request.get("/export/queries/co2-per-room.csv?gateway=gw-lag&tz=UTC")
     assert {line.split(",")[0] for line in one.text().splitlines()[1:]} == {"gw-lag"}
     evil = context.request.get(f"/export/queries/{quote(EVIL_QUERY, safe='')}.csv?tz=UTC")
@@ -544,10 +546,9 @@ def test_a_querys_csv_has_a_line_per_row_in_the_viewers_zone(context, dashboard,
     assert not set("<>'/") & set(disposition.split("filename=")[1].strip('"'))
     header, first, second = list(csv.reader(io.StringIO(evil.text())))
     assert header[4:] == ["who", "v", "f"]
-    # a number is a number (a negative one not taken for a formula), other terms are N-Triples
-    assert first[0] == EVIL_GATEWAY and first[4:] == ['"<img src=x onerror=alert(1)>"', "-5",
+    assert first[0] == EVIL_GATEWAY and first[4:] == ['"<img src=x onerror=alert(1)>"', f'"-5"^^<{XSD}integer>',
                                                       '"=HYPERLINK(\\"http://x\\")"']
-    assert second[5:] == ["7.25", '"+1"']
+    assert second[5:] == [f'"7.25"^^<{XSD}double>', '"+1"']
     # Without a session: 401, nothing of the rows.
     anonymous = context.browser.new_context(base_url=dashboard.url)
     try:
@@ -580,7 +581,7 @@ def test_what_a_gateway_names_and_sends_is_text_on_the_page(context, instances):
     assert page.locator("#query-name").inner_text() == EVIL_QUERY
     assert page.evaluate("document.title").startswith(EVIL_QUERY)
     cells = table_rows(page)
-    assert [c[2:] for c in cells] == [['"<img src=x onerror=alert(1)>"', "-5", '"=HYPERLINK(\\"http://x\\")"'],
+    assert [c[4:] for c in cells] == [['"<img src=x onerror=alert(1)>"', "-5", '"=HYPERLINK(\\"http://x\\")"'],
                                       ["<http://example.org/a?b=<script>alert(2)</script>>", "7.25", '"+1"']]
     assert page.locator("main img, main script, main b").count() == 0
     legend = page.locator("#instance-charts .u-legend").first.inner_text()

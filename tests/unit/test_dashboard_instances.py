@@ -1,14 +1,19 @@
 """Per-instance query results as the dashboard reads them (cloud/dashboard/instances.py): which values are
-numbers, how rows group into chart series, and reading a range newest first within a row budget."""
+numbers, how rows group into chart series, reading a range newest first within a row budget, and the CSV."""
 from __future__ import annotations
 
+import csv
+import io
 import json
+import sqlite3
 from decimal import Decimal
+from zoneinfo import ZoneInfo
 
 import pytest
 
 from edgewave.cloud.aggregates import BatchAggregates, InstanceResult, apply_batch, ensure_aggregate_schema
 from edgewave.cloud.dashboard import instances
+from edgewave.cloud.dashboard.export import to_csv
 from edgewave.cloud.dashboard.queries import Reader
 from edgewave.cloud.database import open_database
 
@@ -100,3 +105,41 @@ def test_reading_a_range_newest_first_stops_at_the_row_budget_and_skips_what_is_
         assert [s.instances for s in instances.query_summaries(q)] == [7]
     with Reader(tmp_path / "missing.db").query() as q:
         assert instances.query_summaries(q) == [] and instances.read_rows(q, "q", None, 0, 1, 5).rows == []
+
+
+def test_the_csv_has_a_line_per_row_with_the_bounds_in_the_viewers_zone_and_the_terms_as_sent():
+    n = f'"-5"^^<{XSD}integer>'
+    found = rows_of(("gw1", 120_000, {"room": "<http://ex/r1>", "level": n}),
+                    ("gw1", 120_000, {"room": "<http://ex/r2>"}),
+                    ("gw2", 60_000, {"level": '"=1+1"', "extra": "_:b0"}))
+    header, rows = instances.csv_table(found, ZoneInfo("Europe/Berlin"))
+    assert header == ["gateway", "window_start", "window_end", "operator", "room", "level", "extra"]
+    assert rows == [
+        ["gw1", "1970-01-01T01:01:00+01:00", "1970-01-01T01:02:00+01:00", "RSTREAM", "<http://ex/r1>", n, None],
+        ["gw1", "1970-01-01T01:01:00+01:00", "1970-01-01T01:02:00+01:00", "RSTREAM", "<http://ex/r2>", None, None],
+        ["gw2", "1970-01-01T01:00:00+01:00", "1970-01-01T01:01:00+01:00", "RSTREAM", None, '"=1+1"', "_:b0"]]
+    text = to_csv((header, rows))
+    assert text.splitlines()[1] == f'gw1,1970-01-01T01:01:00+01:00,1970-01-01T01:02:00+01:00,RSTREAM,' \
+                                   f'<http://ex/r1>,"""-5""^^<{XSD}integer>",'
+    assert list(csv.reader(io.StringIO(text)))[3][4:] == ["", '"=1+1"', "_:b0"]
+
+
+def test_a_table_without_the_part_column_still_reads(tmp_path):
+    """A database the job wrote before it stored each event's part: its events read in id order."""
+    conn = sqlite3.connect(tmp_path / "cloud.db")
+    conn.executescript("""
+        CREATE TABLE IF NOT EXISTS instance_results (
+            event_id TEXT PRIMARY KEY, gateway TEXT NOT NULL, query TEXT NOT NULL, window_start INTEGER NOT NULL,
+            window_end INTEGER NOT NULL, operator TEXT NOT NULL, rows TEXT NOT NULL, ingest_ms INTEGER NOT NULL);
+        CREATE INDEX IF NOT EXISTS instance_results_by_query ON instance_results (query, gateway, window_end);""")
+    room = f'"694.5"^^<{XSD}decimal>'
+    conn.executemany("INSERT INTO instance_results VALUES (?, 'gw1', 'co2', 0, 60000, 'RSTREAM', ?, 1)",
+                     [("e1", json.dumps([{"room": "<http://ex/r2>", "average": room}])),
+                      ("e0", json.dumps([{"room": "<http://ex/r1>", "average": room}]))])
+    conn.commit()
+    conn.close()
+    with Reader(tmp_path / "cloud.db").query() as q:
+        assert [s.variables for s in instances.query_summaries(q)] == [["room", "average"]]
+        found = instances.read_rows(q, "co2", None, 0, 120_000, 10)
+    assert [r.values["room"] for r in found.rows] == ["<http://ex/r1>", "<http://ex/r2>"]
+    assert instances.chart_data(found, per_gateway=False)["charts"][0]["series"][0]["values"] == [694.5]
