@@ -63,7 +63,6 @@ class Query:
         finally:
             self.conn.set_progress_handler(None, 0)
 
-
     def each(self, sql: str, params: tuple | list = ()) -> Iterator[tuple]:
         """The rows of ``sql`` one at a time, for a reader that may stop early (close the iterator then);
         the same deadline and missing-table rule as ``rows``."""
