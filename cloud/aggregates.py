@@ -140,8 +140,9 @@ class InstanceResult(NamedTuple):
     id is not one ``events.instance_events`` makes"""
 
 
-MAX_INSTANCE_PARTS = 4096
-"""``instance_part`` looks this far: 2 million rows of one instance at 500 an event."""
+MAX_INSTANCE_PARTS = 256
+"""``instance_part`` looks this far (128,000 rows of one instance at 500 an event): an id it does not find
+costs this many hashes, which bounds what a gateway sending made-up ids can cost the job."""
 
 
 def instance_part(event_id_: str, gateway: str, query: str, start: int, end: int, operator: str) -> int | None:
