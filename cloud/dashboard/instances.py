@@ -151,7 +151,8 @@ def _pairs(q: Query, query: str | None = None, limit: int = MAX_LISTED) -> list[
 def _part(q: Query) -> str:
     """``part,`` to order an instance's events by when the table has that column, else nothing: a
     database written before the column existed still reads (its events in id order) until the job adds it."""
-    return "part," if any(c[1] == "part" for c in q.rows("PRAGMA table_info(instance_results)")) else ""
+    return ("part IS NULL, part," if any(c[1] == "part" for c in q.rows("PRAGMA table_info(instance_results)"))
+            else "")
 
 
 def _decode(text: Any) -> list[dict[str, str]]:

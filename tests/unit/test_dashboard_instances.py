@@ -143,3 +143,14 @@ def test_a_table_without_the_part_column_still_reads(tmp_path):
         found = instances.read_rows(q, "co2", None, 0, 120_000, 10)
     assert [r.values["room"] for r in found.rows] == ["<http://ex/r1>", "<http://ex/r2>"]
     assert instances.chart_data(found, per_gateway=False)["charts"][0]["series"][0]["values"] == [694.5]
+
+
+def test_an_event_without_a_part_reads_after_the_parts_of_its_instance(tmp_path):
+    db = open_database(tmp_path / "cloud.db")
+    ensure_aggregate_schema(db)
+    stored = [InstanceResult(event_id, "gw1", "q", 0, 60_000, "RSTREAM", json.dumps([{"i": f'"{n}"'}]), 0, part)
+              for event_id, n, part in (("a", 3, None), ("b", 2, 1), ("c", 1, 0))]
+    assert apply_batch(db, "q1", 0, BatchAggregates(rows=3, instances=stored))
+    db.conn.close()
+    with Reader(tmp_path / "cloud.db").query() as q:
+        assert [r.values["i"] for r in instances.read_rows(q, "q", None, 0, 60_001, 10).rows] == ['"1"', '"2"', '"3"']
