@@ -390,11 +390,12 @@ def _spark_job(cloud: CloudProcess) -> list:
     return []
 
 
-def test_a_pushed_aggregate_is_stored_once_through_agent_and_spark_kills(pipeline):
+def test_a_pushed_aggregate_is_stored_once_through_agent_and_spark_kills_and_read_on_its_page(page, pipeline):
     """A per-instance query pushed to the running agent (the average temperature per room, tumbling
     2 s windows: a per-minute aggregate, shortened) reports each instance as one event; the agent
     is SIGKILLed and started again, and so is the Spark job (SIGKILL; the service starts it again),
-    while readings arrive. Every instance is stored once, and every reading counted once."""
+    while readings arrive. Every instance is stored once, and every reading counted once; the
+    query's page on the dashboard shows each stored row and charts the average."""
     static = "ex:s1 ex:locatedIn ex:room1 . ex:t1 ex:locatedIn ex:room1 ."
     (pipeline.tmp / "average.trig").write_text(document({"alarm": ALARM, "average": AVERAGE}, static=static))
     push = subprocess.run([sys.executable, "-m", "edgewave.cloud.cli", "push-config", "--config",
@@ -435,6 +436,16 @@ def test_a_pushed_aggregate_is_stored_once_through_agent_and_spark_kills(pipelin
     weighted = sum(float(row["avg"].split('"')[1]) * int(row["n"].split('"')[1]) for row in readings)
     assert abs(weighted - sum(values)) < 0.01
     assert "service child=spark exited" in pipeline.cloud.log()
+
+    page.goto("/queries")
+    page.locator("a", has_text="average").first.click()
+    page.wait_for_url(re.compile(r"/queries/average"))
+    table = page.locator("#rows-table tbody tr")
+    assert table.count() == len(readings)
+    assert sorted(int(r.get_attribute("data-end")) for r in table.all()) == sorted(ends)
+    assert set(page.locator("#rows-table tbody td.value").all_inner_texts()) <= {"ex:room1", f"<{EX}room1>",
+                                                                                 "room1"}
+    page.locator("#instance-charts canvas").first.wait_for(timeout=15_000)
 
 
 def test_stopping_the_agent_turns_its_gateway_offline(page, pipeline):
