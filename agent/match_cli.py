@@ -316,7 +316,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], hold: list | None 
     _report_errors("static", static_errors, err)
     _report_errors("malformed", stream_errors, err)
     per_query = " ".join([f"matches[{name}]={n}" for name, n in engine.matches_per_query().items()] +
-                         [f"instances[{e.query.name}]={e.instances_reported} "
+                         [f"instances[{e.query.name}]={e.instances_reported} entailed[{e.query.name}]={e.entailed} "
                           f"late_triples[{e.query.name}]={e.late_triples}" for e in evaluators])
     print(
         f"edgewave match: triples_in={engine.triples_in} entailed={engine.entailed} "

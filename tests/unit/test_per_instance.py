@@ -160,7 +160,21 @@ def test_edgewave_match_prints_one_line_per_instance(tmp_path, capsys) -> None:
         {"query": "q", "window": {"start": 5000, "end": 10000}, "stream": "RSTREAM",
          "rows": [{"room": iri("r2"), "avg": f'"31.0"^^{decimal}'}]},
     ]
-    assert "instances[q]=2 late_triples[q]=0" in err
+    assert "instances[q]=2 entailed[q]=0 late_triples[q]=0" in err
+
+
+def test_edgewave_match_counts_what_the_schema_entailed_for_a_per_instance_query(tmp_path, capsys) -> None:
+    q = tmp_path / "sum.rq"
+    q.write_text(query("(SUM(?v) AS ?total)", "WINDOW :w { ?o :value ?v }", window="[RANGE PT5S STEP PT5S]"))
+    schema = tmp_path / "schema.nt"
+    schema.write_text(f"{iri('temp')} <http://www.w3.org/2000/01/rdf-schema#subPropertyOf> {iri('value')} .\n")
+    stream = tmp_path / "s.tsv"
+    stream.write_text("".join(f"{ts}\t{iri(f'o{ts}')} {iri('temp')} {num(ts // 1000)} .\n" for ts in (0, 1000, 2000)))
+    assert match_cli.main(["match", "--schema", str(schema), "--query", str(q), "--stream", str(stream)]) == 0
+    out, err = capsys.readouterr()
+    assert [json.loads(line)["rows"] for line in out.splitlines()] == [
+        [{"total": '"3"^^<http://www.w3.org/2001/XMLSchema#integer>'}]]
+    assert "instances[q]=1 entailed[q]=3 late_triples[q]=0" in err
 
 
 def test_periodic_reports_the_first_instance_after_each_period_and_bad_policies_are_refused() -> None:

@@ -112,6 +112,7 @@ class InstanceEvaluator:
         self.last_reported: Optional[int] = None  # the end of the last reported instance (periodic)
         self.last_was_empty = True
         self.triples_in = 0
+        self.entailed = 0  # triples the schema entailed from the stream's (before a window's set semantics)
         self.late_triples = 0
         self.instances_closed = 0
         self.instances_reported = 0
@@ -221,6 +222,7 @@ class InstanceEvaluator:
             self.late_triples += 1
         names = self.windows if stream is None else self.readers.get(stream, self.readers.get(None, ()))
         entailed = self._entailed(triple)
+        self.entailed += len(entailed) - 1
         for name in names:
             window = self.windows[name]
             if window.end is None or not window.holds():
