@@ -325,6 +325,13 @@ def decode_event(payload: bytes | str, limits: EventLimits = EventLimits()) -> d
     return event
 
 
+def _check_bindings(items: list, shape: str) -> None:
+    """Every item a {variable, value} object with string members (a match's bindings, an instance's row)."""
+    for item in items:
+        if type(item) is not dict or type(item.get("variable")) is not str or type(item.get("value")) is not str:
+            raise EventError(shape)
+
+
 def _check_field(f: EventField, value: Any, limits: EventLimits) -> None:
     if f.type == LONG:
         if type(value) is not int:    # bool is an int to Python, not to Spark
@@ -344,10 +351,7 @@ def _check_field(f: EventField, value: Any, limits: EventLimits) -> None:
             raise EventError(f"{f.name} must be an array of {{variable, value}} objects")
         if len(value) > limits.max_bindings:
             raise EventError(f"{f.name}: {len(value)} entries (at most {limits.max_bindings})")
-        for item in value:
-            if (type(item) is not dict or type(item.get("variable")) is not str
-                    or type(item.get("value")) is not str):
-                raise EventError(f"{f.name} must be an array of {{variable, value}} objects with string members")
+        _check_bindings(value, f"{f.name} must be an array of {{variable, value}} objects with string members")
     elif f.type == ROWS:
         shape = f"{f.name} must be an array of rows, each an array of {{variable, value}} objects with string members"
         if type(value) is not list:
@@ -359,10 +363,7 @@ def _check_field(f: EventField, value: Any, limits: EventLimits) -> None:
                 raise EventError(shape)
             if len(row) > limits.max_bindings:
                 raise EventError(f"{f.name}: a row of {len(row)} bindings (at most {limits.max_bindings})")
-            for item in row:
-                if (type(item) is not dict or type(item.get("variable")) is not str
-                        or type(item.get("value")) is not str):
-                    raise EventError(shape)
+            _check_bindings(row, shape)
             if len({item["variable"] for item in row}) != len(row):
                 raise EventError(f"{f.name}: a row binds a variable twice")
     elif f.type == ENTAILED:
