@@ -49,7 +49,7 @@ from typing import Iterable, NamedTuple
 import sqlite_utils
 
 from edgewave.shared import clock
-from edgewave.shared.events import KIND_INSTANCE, event_id
+from edgewave.shared.events import instance_event_id
 
 from .database import transaction
 
@@ -152,7 +152,7 @@ def instance_part(event_id_: str, gateway: str, query: str, start: int, end: int
     cloud can put the rows of an instance cut into several events back in their order (an ``ORDER BY``
     query's rows are in order) whatever order the parts landed in. None for an id made otherwise."""
     for part in range(MAX_INSTANCE_PARTS):
-        if event_id(gateway, KIND_INSTANCE, f"{query}\x1f{start}\x1f{end}\x1f{operator}\x1f{part}", ()) == event_id_:
+        if instance_event_id(gateway, query, start, end, operator, part) == event_id_:
             return part
     return None
 

@@ -244,6 +244,11 @@ well inside ingest's limits (``max_rows``, ``max_bytes``) whatever the query ret
 INSTANCE_BYTES_PER_EVENT = 256 * 1024
 
 
+def instance_event_id(gateway: str, query: str, start: int, end: int, operator: str, part: int) -> str:
+    """The id of one part of a reported window instance: what it says, not when it was sent."""
+    return event_id(gateway, KIND_INSTANCE, f"{query}\x1f{start}\x1f{end}\x1f{operator}\x1f{part}", ())
+
+
 def instance_events(gateway: str, query: str, start: int, end: int, operator: str,
                     rows: Sequence[Mapping[str, str]], emitted_at: int) -> list[dict[str, Any]]:
     """The events of one reported window instance of a per-instance query: its bounds,
@@ -266,7 +271,7 @@ def instance_events(gateway: str, query: str, start: int, end: int, operator: st
         used += size
     return [{
         "@context": CONTEXT,
-        "id": event_id(gateway, KIND_INSTANCE, f"{query}\x1f{start}\x1f{end}\x1f{operator}\x1f{part}", ()),
+        "id": instance_event_id(gateway, query, start, end, operator, part),
         "type": "Instance",
         "gateway": gateway,
         "pattern": query,
