@@ -15,6 +15,7 @@ from cloud_harness import CloudProcess, query, wait_for, write_config
 from cloud_workload import make_workload, publish
 from edgewave.cloud.landing import read_records
 from edgewave.cloud.live_feed import read_feed
+from edgewave.cloud.settings import CloudSettings
 from edgewave.shared import topics
 from edgewave.shared.events import encode_event
 
@@ -131,8 +132,10 @@ def test_kill9_while_gateways_publish_loses_nothing(tmp_path, mqtt_broker):
     records = read_records(landing)
     ids = [r["id"] for r in records]
     assert set(ids) == {e["id"] for e in events}
-    # Redelivery after a crash may duplicate (the Spark job drops those by id), never lose.
-    assert len(ids) - len(set(ids)) < 1000
+    # Redelivery after a crash may duplicate (the Spark job drops those by id), never lose: at most what
+    # the broker had in flight to the killed session, ingest.receive_maximum, for each of the two kills.
+    # (A loaded run landed exactly 1,000 duplicates: a full window at one kill.)
+    assert len(ids) - len(set(ids)) <= 2 * CloudSettings().ingest.receive_maximum
 
 
 def test_sigusr1_writes_every_threads_stack_and_the_process_goes_on(tmp_path, mqtt_broker):
