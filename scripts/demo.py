@@ -167,13 +167,17 @@ def main(argv: list[str] | None = None) -> int:
                                      "GROUP BY property ORDER BY 2 DESC"):
             print(f"  {prop:60} {count}")
         print("\nCO2 per room, per minute (the per-instance query co2-per-room; a minute is reported when it ends):")
-        while time.monotonic() < deadline and not query(db, "SELECT 1 FROM instance_results "
-                                                            "WHERE query='co2-per-room' LIMIT 1"):
+        # the first minute may hold only the scenario's first seconds and no reading (CO2 sensors report
+        # every 30 s): wait for a minute with rows, which the idle clock closes at the latest a minute on
+        while time.monotonic() < deadline and not query(db, "SELECT 1 FROM instance_results WHERE "
+                                                            "query='co2-per-room' AND rows != '[]' LIMIT 1"):
             time.sleep(1)
         for begin, end, rows in query(db, "SELECT window_start, window_end, rows FROM instance_results "
                                           "WHERE gateway='gw1' AND query='co2-per-room' ORDER BY window_end"):
             minute = f"{time.strftime('%H:%M', time.localtime(begin / 1000))}-" \
                      f"{time.strftime('%H:%M', time.localtime(end / 1000))}"
+            if rows == "[]":
+                print(f"  {minute}  no CO2 reading in this minute")
             for row in json.loads(rows):
                 figures = {k: v.split('"')[1] for k, v in row.items() if v.startswith('"')}
                 print(f"  {minute}  {row['room'].rsplit('/', 1)[-1].rstrip('>'):8} average {figures.get('average')} "
