@@ -19,8 +19,8 @@ from edgewave.shared.vocab import RDF_TYPE
 
 from .beta import BetaNode, JoinNode, StarJoinNode
 from .epsilon import FORM_NAMES, SAME
-from .network import STATIC, Step
 from .query import TriplePattern
+from .steps import STATIC, Step
 
 if TYPE_CHECKING:
     from .engine import Engine

@@ -50,8 +50,9 @@ from .beta import BetaNode
 from .epsilon import O, OS, S, SAME, SO, EpsilonNetwork, Link, Schema, derive
 from .match import Match
 from .memories import AlphaMemory
-from .network import STATIC, Network
+from .network import Network
 from .query import Query
+from .steps import STATIC
 from .tokens import ENTRY, PARENT, SOURCE, TIME, TRIPLE, Triple
 
 # A route: ((form, target, memories) for the triple and each triple it entails, how many
@@ -311,7 +312,7 @@ class Engine:
         return describe(self)
 
     def matches_per_query(self) -> dict[str, int]:
-        return {name: chain.production.count for name, chain in self.network.chains.items()}
+        return {name: sum(p.count for p in chain.productions()) for name, chain in self.network.chains.items()}
 
     # -- internals --------------------------------------------------------------------------
 

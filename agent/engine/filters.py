@@ -84,6 +84,16 @@ class Date(NamedTuple):
     start: datetime
 
 
+class Duration(NamedTuple):
+    """An xsd:duration (and its dayTimeDuration/yearMonthDuration kinds): months and seconds
+    kept apart, as XSD does. Two durations are ordered when both are day-time (months 0) or
+    both year-month (seconds 0); ``P1M`` and ``P30D`` are not (a type error). A number
+    compared with a day-time duration is a count of milliseconds (``getDURATION() < 30000``)."""
+
+    months: int
+    seconds: Decimal
+
+
 class OtherLiteral(NamedTuple):
     """A literal of a datatype we do not interpret, or an ill-typed one ("abc"^^xsd:integer)."""
 
@@ -136,6 +146,46 @@ def _parse_date(lexical: str) -> Date | None:
 
 
 _INT_DIGITS_MAX = 4000
+_DURATION_RE = re.compile(
+    r"(-)?P(?:([0-9]+)Y)?(?:([0-9]+)M)?(?:([0-9]+)D)?"
+    r"(?:T(?:([0-9]+)H)?(?:([0-9]+)M)?(?:([0-9]+(?:\.[0-9]+)?)S)?)?\Z")
+_DURATION_TYPES = {XSD_NS + "duration", XSD_NS + "dayTimeDuration", XSD_NS + "yearMonthDuration"}
+
+
+def _parse_duration(lexical: str) -> Duration | None:
+    m = _DURATION_RE.match(lexical)
+    if not m or lexical.endswith(("P", "T")) or not any(m.group(i) for i in range(2, 8)):
+        return None
+    sign = -1 if m.group(1) else 1
+    years, months, days, hours, minutes = (int(m.group(i) or 0) for i in range(2, 7))
+    seconds = Decimal(m.group(7) or 0) + 60 * minutes + 3600 * hours + 86400 * days
+    return Duration(sign * (12 * years + months), sign * seconds)
+
+
+def duration_ms(ms: int) -> Duration:
+    """A length of stream time in milliseconds as a day-time duration (``getDURATION()``)."""
+    return Duration(0, Decimal(ms) / 1000)
+
+
+def _duration_lexical(value: Duration) -> str:
+    months, seconds = value.months, value.seconds
+    if months == 0 and seconds == 0:
+        return "PT0S"
+    negative = months < 0 or seconds < 0
+    months, seconds = abs(months), abs(seconds)
+    text = "-P" if negative else "P"
+    if months:
+        text += (f"{months // 12}Y" if months // 12 else "") + (f"{months % 12}M" if months % 12 else "")
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, rest = divmod(rest, 60)
+    if days:
+        text += f"{int(days)}D"
+    if hours or minutes or rest:
+        text += "T" + (f"{int(hours)}H" if hours else "") + (f"{int(minutes)}M" if minutes else "")
+        if rest:
+            text += f"{_decimal_lexical(Decimal(rest)).rstrip('0').rstrip('.')}S"
+    return text
 
 
 def _typed_value(term: str, lexical: str, datatype: str) -> Any:
@@ -168,6 +218,11 @@ def _typed_value(term: str, lexical: str, datatype: str) -> Any:
             return date
     elif datatype == XSD_NS + "string":
         return lexical
+    elif datatype in _DURATION_TYPES:
+        duration = _parse_duration(lexical)
+        if duration is not None and (datatype != XSD_NS + "dayTimeDuration" or duration.months == 0) and (
+                datatype != XSD_NS + "yearMonthDuration" or duration.seconds == 0):
+            return duration
     return OtherLiteral(term, lexical, datatype)
 
 
@@ -230,6 +285,9 @@ def value_term(value: Any) -> str:
         start = value.start
         zone = "" if start.tzinfo is None else start.isoformat()[19:].replace("+00:00", "Z")
         return f'"{start.date().isoformat()}{zone}"^^<{XSD_NS}date>'
+    if t is Duration:
+        kind = "dayTimeDuration" if value.months == 0 else "yearMonthDuration" if value.seconds == 0 else "duration"
+        return f'"{_duration_lexical(value)}"^^<{XSD_NS}{kind}>'
     if t is Resource or t is OtherLiteral:
         return value.term
     raise EvalError(f"no term for {value!r}")
@@ -284,11 +342,36 @@ def _instant_order(a: datetime, b: datetime) -> int:
     raise EvalError("an instant with a time zone and one without, less than 14 hours apart")
 
 
+def _duration_pair(a: Any, b: Any) -> tuple[Decimal | int, Decimal | int] | None:
+    """Two durations, or a duration and a number of milliseconds, as comparable numbers;
+    None when neither is a duration; a type error when they cannot be ordered."""
+    ta, tb = type(a), type(b)
+    if ta is not Duration and tb is not Duration:
+        return None
+    if ta is Duration and tb is Duration:
+        if a.months == 0 and b.months == 0:
+            return a.seconds, b.seconds
+        if a.seconds == 0 and b.seconds == 0:
+            return a.months, b.months
+        raise EvalError("a year-month duration and a day-time duration are not ordered")
+    duration, number = (a, b) if ta is Duration else (b, a)
+    if not _is_numeric(number) or duration.months != 0:
+        raise EvalError("a duration compared with something other than a duration or milliseconds")
+    ms = duration.seconds * 1000
+    number = Decimal(number) if type(number) is int else number
+    return (ms, number) if ta is Duration else (number, ms)
+
+
 def _equal(a: Any, b: Any) -> bool:
     """RDFterm-equal extended with value equality for the types SPARQL knows (module doc)."""
     ta, tb = type(a), type(b)
     if _is_numeric(a) and _is_numeric(b):
         return a == b
+    if ta is Duration or tb is Duration:
+        if ta is Resource or tb is Resource:
+            return False
+        pair = _duration_pair(a, b)
+        return pair[0] == pair[1]  # type: ignore[index]
     if ta is tb:
         if ta is LangString:
             return a.lexical == b.lexical and a.lang.lower() == b.lang.lower()
@@ -314,6 +397,9 @@ def _less(a: Any, b: Any) -> bool:
     ta, tb = type(a), type(b)
     if _is_numeric(a) and _is_numeric(b):
         return a < b
+    pair = _duration_pair(a, b)
+    if pair is not None:
+        return pair[0] < pair[1]
     if ta is tb:
         if ta is str or ta is bool:
             return a < b
@@ -467,8 +553,26 @@ _ARITY = {
     "STRENDS": (2, 2), "STRLEN": (1, 1), "UCASE": (1, 1), "LCASE": (1, 1), "ABS": (1, 1),
     "ISTRIPLE": (1, 1), "IF": (3, 3), "COALESCE": (1, 64), "CONCAT": (0, 64), "ROUND": (1, 1),
     "CEIL": (1, 1), "FLOOR": (1, 1),
+    # EP-SPARQL: the interval of the group the FILTER is in (docs/engine.md, "Temporal operators")
+    "GETDURATION": (0, 0), "GETSTARTTIME": (0, 0), "GETENDTIME": (0, 0),
 }
 BUILTINS = frozenset(_ARITY)
+INTERVAL_FUNCTIONS = frozenset(("GETDURATION", "GETSTARTTIME", "GETENDTIME"))
+# The row slots an interval function reads: the engine appends the group's interval
+# (milliseconds of stream time) to the row under these names before it evaluates the filter.
+INTERVAL_START = "_:interval-start"
+INTERVAL_END = "_:interval-end"
+
+
+def uses_interval(expr: Expr) -> bool:
+    """True when the expression calls getDURATION(), getSTARTTIME() or getENDTIME()."""
+    if isinstance(expr, tuple) and expr:
+        if expr[0] == "call" and expr[1] in INTERVAL_FUNCTIONS:
+            return True
+        return any(uses_interval(child) for child in expr[1:])
+    if isinstance(expr, list):
+        return any(uses_interval(child) for child in expr)
+    return False
 
 
 def check(expr: Expr) -> None:
@@ -675,6 +779,20 @@ class _Compiler:
             return negated
         return in_
 
+    def _interval(self, name: str) -> Closure:
+        start_at, end_at = self.slots.get(INTERVAL_START), self.slots.get(INTERVAL_END)
+        if start_at is None or end_at is None:
+            return _no_interval
+
+        def interval(row: Row) -> Any:
+            start, end = row[start_at], row[end_at]
+            if start is None or end is None or start < 0:
+                raise EvalError("a group of static triples has no interval")
+            if name == "GETDURATION":
+                return duration_ms(end - start)
+            return datetime.fromtimestamp((start if name == "GETSTARTTIME" else end) / 1000, timezone.utc)
+        return interval
+
     def _cast(self, expr: Expr) -> Closure:
         datatype, value, term = expr[1], self.value(expr[2]), self.term(expr[2])
         return lambda row: _cast(datatype, value(row), term(row))
@@ -688,6 +806,8 @@ class _Compiler:
             return lambda row: row[index] is not None
         if name == "REGEX":
             return self._regex(args)
+        if name in INTERVAL_FUNCTIONS:
+            return self._interval(name)
         if name in ("STR", "LANG", "DATATYPE", "ISIRI", "ISURI", "ISLITERAL", "ISBLANK", "ISTRIPLE"):
             term = self.term(args[0])
             return {
@@ -826,6 +946,10 @@ def _unbound(row: Row) -> Any:
     raise EvalError("unbound variable")
 
 
+def _no_interval(row: Row) -> Any:
+    raise EvalError("no interval here")
+
+
 def _always_error(row: Row) -> Any:
     raise EvalError("type error")
 
@@ -892,4 +1016,4 @@ def compile_filter(expr: Expr, text: str) -> Filter:
                 return False
         return predicate
 
-    return Filter(text=text, variables=variables_of(expr), bind=bind)
+    return Filter(text=text, variables=variables_of(expr), bind=bind, interval=uses_interval(expr))

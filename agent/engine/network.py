@@ -24,155 +24,30 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .alpha import AlphaShape
 from .beta import BetaNode, JoinNode, Production, StarJoinNode
 from .match import Match
 from .memories import AlphaMemory
-from .query import Filter, Query, TriplePattern, WindowSpec, is_var, pattern_leaves, pattern_variables
-
-STATIC = "#static"  # static data in a scope (not an IRI, so no clash with a stream)
-
-
-def stream_key(stream: str) -> str:
-    """Streams are named by IRI; accept ``<iri>`` and ``iri`` alike."""
-    if stream.startswith("<") and stream.endswith(">"):
-        return stream[1:-1]
-    return stream
-
-
-def order_patterns(patterns: tuple[TriplePattern, ...]) -> list[TriplePattern]:
-    """Written order, but connected patterns before unconnected ones."""
-    remaining = list(patterns)
-    ordered: list[TriplePattern] = []
-    bound: set[str] = set()
-    while remaining:
-        pick = remaining[0]
-        if ordered:
-            for tp in remaining:
-                if bound.intersection(pattern_variables((tp,))):
-                    pick = tp
-                    break
-        remaining.remove(pick)
-        ordered.append(pick)
-        bound.update(pattern_variables((pick,)))
-    return ordered
-
-
-def _canonical(pattern: TriplePattern, slots: dict[str, int]) -> tuple:
-    """The pattern with its variables renamed by row slot: equal for the levels of two
-    queries that bind the same slots alike."""
-    return tuple((path, f"?{slots[t]}" if is_var(t) else t) for path, t in pattern_leaves(pattern))
-
-
-def alpha_ident(scope: tuple[str, ...], shape: AlphaShape, key_positions: tuple[int, ...]) -> tuple:
-    """What identifies an alpha memory: patterns testing the same in one scope, indexed alike."""
-    return (scope, shape.canonical, key_positions)
-
-
-def _name(var: str) -> str:
-    return var[1:] if var.startswith("?") else var
-
-
-@dataclass
-class Step:
-    """One level of a compiled chain (before nodes exist)."""
-
-    pattern: TriplePattern
-    shape: AlphaShape
-    scope: tuple[str, ...]  # the stream IRIs it reads, and/or STATIC
-    width: int | None  # the window width of this level, None for static data
-    key_positions: tuple[int, ...]
-    row_slots: tuple[int, ...]
-    new_positions: tuple[int, ...]
-    filters: list[Filter]
-    slots: dict[str, int]  # variable (without '?') -> slot, after this level
-    ident_part: tuple
-    uniform: bool
-    user_width: int  # uniform: the prefix's window width; layered: the widest window so far
-    prefix_width: int  # layered: the uniform parent's window width
+from .query import Query
+from .steps import Step, alpha_ident, compile_steps
 
 
 @dataclass
 class Chain:
-    """What the network keeps for one registered query."""
+    """What the network keeps for one registered query.
+
+    A query with temporal operators may compile to several chains (``temporal.variants``):
+    ``nodes``/``production`` are the first, ``variants`` the others, and ``probed`` the alpha
+    memories its optional parts are looked up in (``temporal.OptionalProbe``)."""
 
     query: Query
     nodes: list[BetaNode]
     production: Production
     steps: list[Step] = field(default_factory=list)
+    variants: list[tuple[list[BetaNode], Production]] = field(default_factory=list)
+    probed: list[AlphaMemory] = field(default_factory=list)
 
-
-def compile_steps(query: Query) -> list[Step]:
-    """Order the patterns, assign slots, place filters, and describe each level."""
-    steps: list[Step] = []
-    slots: dict[str, int] = {}  # '?var' -> slot
-    placed: set[int] = set()
-    windows_seen: list[str] = []
-    window_levels: list[tuple] = []
-    ordered = order_patterns(query.patterns)
-    if not ordered:
-        raise ValueError(f"query {query.name!r} has no triple patterns")
-    for level, tp in enumerate(ordered):
-        shape = AlphaShape(tp)
-        window: WindowSpec | None = None
-        if tp.window is not None:
-            window = query.windows.get(tp.window)
-            if window is None:
-                raise ValueError(f"query {query.name!r}: pattern uses undeclared window {tp.window}")
-        variables = shape.variables
-        join = sorted((v for v in variables if v in slots), key=slots.__getitem__)
-        new = [v for v in variables if v not in slots]
-        key_positions = tuple(shape.positions[variables.index(v)] for v in join)
-        row_slots = tuple(slots[v] for v in join)
-        new_positions = tuple(shape.positions[variables.index(v)] for v in new)
-        for v in new:
-            slots[v] = len(slots)
-        bound = {_name(v) for v in slots}
-        filters = []
-        last = level == len(ordered) - 1
-        for i, f in enumerate(query.filters):
-            if i not in placed and ({_name(v) for v in f.variables} <= bound or last):
-                placed.add(i)
-                filters.append(f)
-        if window is not None:
-            if window.name not in windows_seen:
-                windows_seen.append(window.name)
-            window_levels.append((windows_seen.index(window.name), window.width_ms))
-        else:
-            window_levels.append((None, None))
-        uniform = len(windows_seen) <= 1
-        widths = [w for _, w in window_levels if w is not None]
-        prefix_width = steps[-1].user_width if steps and steps[-1].uniform else 0
-        name_slots = {_name(v): s for v, s in slots.items()}
-        filter_ident = tuple(
-            (f.text, tuple(sorted((_name(v), name_slots.get(_name(v))) for v in f.variables))) for f in filters
-        )
-        if window is not None:
-            scope: tuple[str, ...] = tuple(sorted({stream_key(x) for x in window.streams()}))
-            if window.with_static:
-                scope += (STATIC,)  # a C-SPARQL default window: streams and FROM graphs together
-        else:
-            scope = (STATIC,)
-        window_part: tuple = ("uniform",) if uniform else ("layered", tuple(window_levels))
-        ident_part = (_canonical(tp, slots), scope, filter_ident, window_part)
-        steps.append(
-            Step(
-                pattern=tp,
-                shape=shape,
-                scope=scope,
-                width=window.width_ms if window is not None else None,
-                key_positions=key_positions,
-                row_slots=row_slots,
-                new_positions=new_positions,
-                filters=filters,
-                slots=name_slots,
-                ident_part=ident_part,
-                uniform=uniform,
-                user_width=max(widths) if widths else 0,
-                prefix_width=prefix_width,
-            )
-        )
-    return steps
+    def productions(self) -> list[Production]:
+        return [self.production] + [production for _, production in self.variants]
 
 
 class Network:
@@ -184,6 +59,8 @@ class Network:
         self.alphas: dict[tuple, AlphaMemory] = {}
         self.nodes: dict[tuple, BetaNode] = {}
         self.chains: dict[str, Chain] = {}
+        # Alpha memories read by probes rather than join nodes: ident -> {query: width kept}.
+        self.probed: dict[tuple, dict[str, int]] = {}
 
     # -- building -----------------------------------------------------------------------
 
@@ -202,9 +79,30 @@ class Network:
         """Wire a query in; returns the new join nodes and the new alpha memories."""
         if query.name in self.chains:
             raise ValueError(f"a query named {query.name!r} is already registered")
-        steps = compile_steps(query)
         new_nodes: list[BetaNode] = []
         new_alphas: list[AlphaMemory] = []
+        from . import temporal  # (it compiles with steps.py and builds productions: no cycle at import)
+
+        if temporal.is_temporal(query):
+            self.chains[query.name] = self._add_temporal(query, new_nodes, new_alphas)
+        else:
+            steps = compile_steps(query)
+            nodes = self._wire(query.name, steps, new_nodes, new_alphas)
+            last = steps[-1]
+            production = Production(query.name, last.uniform, last.user_width, self._projection(query, last),
+                                    self.deliver, self.clock)
+            nodes[-1].productions.append(production)
+            self.chains[query.name] = Chain(query, nodes, production, steps)
+        self._update_widths()
+        return new_nodes, new_alphas
+
+    @staticmethod
+    def _projection(query: Query, last: Step) -> list[tuple[str, int]]:
+        return [(name, last.slots[name]) for name in query.projection() if name in last.slots]
+
+    def _wire(self, name: str, steps: list[Step], new_nodes: list[BetaNode],
+              new_alphas: list[AlphaMemory]) -> list[BetaNode]:
+        """The join nodes of one chain, made or shared; returns them first level first."""
         nodes: list[BetaNode] = []
         parent: BetaNode | None = None
         for level, step in enumerate(steps):
@@ -236,23 +134,54 @@ class Network:
                 alpha.successors.sort(key=lambda n: -n.depth)
                 self.nodes[ident] = node
                 new_nodes.append(node)
-            node.users[query.name] = step.user_width
+            node.users[name] = step.user_width
             nodes.append(node)
             parent = node
-        last = steps[-1]
-        projection = [(name, last.slots[name]) for name in query.projection() if name in last.slots]
-        production = Production(query.name, last.uniform, last.user_width, projection, self.deliver, self.clock)
-        nodes[-1].productions.append(production)
-        self.chains[query.name] = Chain(query, nodes, production, steps)
-        self._update_widths()
-        return new_nodes, new_alphas
+        return nodes
+
+    def _add_temporal(self, query: Query, new_nodes: list[BetaNode], new_alphas: list[AlphaMemory]) -> Chain:
+        """The chains of a query with temporal operators (``temporal.py``), each ending in a
+        ``TemporalProduction``; the alpha memories of the optional parts a chain leaves out
+        are kept for the window, for its probes."""
+        from . import temporal
+
+        chain: Chain | None = None
+        for variant in temporal.variants(query):
+            steps = temporal.variant_steps(query, variant)
+            nodes = self._wire(query.name, steps, new_nodes, new_alphas)
+            last = steps[-1]
+            probes = []
+            for op in variant.absent:
+                head, tail = temporal.probe_steps(query, variant, op)
+                alphas = [self._alpha(step, new_alphas, False) for step in tail]
+                for alpha in alphas:
+                    ident = alpha_ident(alpha.scope, alpha.shape, alpha.key_positions)
+                    self.probed.setdefault(ident, {})[query.name] = last.user_width
+                probes.append(temporal.OptionalProbe(
+                    temporal.probe_levels(tail, alphas),
+                    temporal.probe_test(query, variant, op, dict(tail[-1].slots)), last.user_width))
+                if chain is not None:
+                    chain.probed += alphas
+            production = temporal.TemporalProduction(
+                query.name, last.user_width, self._projection(query, last), self.deliver, self.clock,
+                temporal.variant_test(query, variant, dict(last.slots)), probes)
+            nodes[-1].productions.append(production)
+            if chain is None:
+                chain = Chain(query, nodes, production, steps)
+            else:
+                chain.variants.append((nodes, production))
+        assert chain is not None
+        return chain
 
     def remove(self, name: str) -> list[AlphaMemory]:
         """Unwire a query; shared nodes keep their state. Returns the removed memories."""
         chain = self.chains.pop(name)
         chain.nodes[-1].productions.remove(chain.production)
+        for nodes, production in chain.variants:
+            nodes[-1].productions.remove(production)
         removed: list[AlphaMemory] = []
-        for node in reversed(chain.nodes):
+        every = {id(node): node for nodes in [chain.nodes] + [n for n, _ in chain.variants] for node in nodes}
+        for node in sorted(every.values(), key=lambda n: -n.depth):
             node.users.pop(name, None)
             if node.users:
                 continue
@@ -261,19 +190,30 @@ class Network:
             alpha = node.alpha
             alpha.successors.remove(node)
             del self.nodes[node.ident]
-            if not alpha.successors:
-                del self.alphas[alpha_ident(alpha.scope, alpha.shape, alpha.key_positions)]
-                removed.append(alpha)
+            self._drop_if_unused(alpha, removed)
+        for alpha in {id(a): a for a in chain.probed}.values():
+            users = self.probed.get(alpha_ident(alpha.scope, alpha.shape, alpha.key_positions), {})
+            users.pop(name, None)
+            self._drop_if_unused(alpha, removed)
         self._update_widths()
         return removed
+
+    def _drop_if_unused(self, alpha: AlphaMemory, removed: list[AlphaMemory]) -> None:
+        ident = alpha_ident(alpha.scope, alpha.shape, alpha.key_positions)
+        if alpha.successors or self.probed.get(ident) or self.alphas.get(ident) is not alpha:
+            return
+        del self.alphas[ident]
+        self.probed.pop(ident, None)
+        removed.append(alpha)
 
     def _update_widths(self) -> None:
         for node in self.nodes.values():
             node.width = max(node.users.values(), default=0)
         for node in self.nodes.values():
             node.refresh()
-        for alpha in self.alphas.values():
-            alpha.width = max((n.width for n in alpha.successors), default=0)
+        for ident, alpha in self.alphas.items():
+            alpha.width = max([n.width for n in alpha.successors] + list(self.probed.get(ident, {}).values()),
+                              default=0)
             alpha.refresh()  # after the nodes: a node's gate depends on its children
 
     # -- what the epsilon-network and the dispatch need -----------------------------------

@@ -80,17 +80,45 @@ class Filter:
 
     ``bind(slots)`` returns a predicate over a sequence of terms where ``slots`` maps each
     variable name (without ``?``) to its index in that sequence; an evaluation error makes the
-    predicate return False, as in SPARQL.
+    predicate return False, as in SPARQL. ``interval``: it calls getDURATION(),
+    getSTARTTIME() or getENDTIME(), so it is evaluated on complete matches, with the
+    interval of its group in the row (``temporal.py``).
     """
 
     text: str
     variables: frozenset[str]
     bind: Callable[[dict[str, int]], Callable[[Sequence[Term]], bool]]
+    interval: bool = False
+
+
+TEMPORAL_OPERATORS = ("SEQ", "EQUALS", "OPTIONALSEQ", "EQUALSOPTIONAL")
+OPTIONAL_OPERATORS = ("OPTIONALSEQ", "EQUALSOPTIONAL")
+
+
+@dataclass(frozen=True)
+class TemporalOperator:
+    """One of EP-SPARQL's operators between two group graph patterns (docs/engine.md,
+    "Temporal operators"): ``left`` and ``right`` are the indexes, in ``Query.patterns``, of
+    the triple patterns of each operand. In ``A SEQ B SEQ C`` the second operator's left
+    operand is A and B together. For OPTIONALSEQ and EQUALSOPTIONAL the left operand is the
+    optional one."""
+
+    kind: str  # one of TEMPORAL_OPERATORS
+    left: frozenset[int]
+    right: frozenset[int]
+
+    @property
+    def optional(self) -> bool:
+        return self.kind in OPTIONAL_OPERATORS
 
 
 @dataclass
 class Query:
-    """A registered pattern: its triple patterns grouped by window, filters and projection."""
+    """A registered pattern: its triple patterns grouped by window, filters and projection.
+
+    ``temporal`` holds the query's temporal operators, innermost first; ``filter_groups``
+    the triple patterns (indexes) of the group each filter is written in, which is the
+    interval ``getDURATION()`` and its kin measure there."""
 
     name: str
     select: tuple[str, ...]  # variable names without '?'; empty means SELECT *
@@ -100,6 +128,8 @@ class Query:
     text: str = ""
     prefixes: dict[str, str] = field(default_factory=dict)
     distinct: bool = False  # SELECT DISTINCT was written (recorded; consumption is the engine's)
+    temporal: tuple[TemporalOperator, ...] = ()
+    filter_groups: tuple[frozenset[int], ...] = ()
 
     def projection(self) -> list[str]:
         """The variables a match reports: the SELECT list, or for SELECT * every named variable.

@@ -27,7 +27,10 @@ Durations are ISO 8601 (``PT10S``, ``PT1M30S``, ``PT0.5S``, ``P1D``) or C-SPARQL
 A FILTER applies to the group it is written in: one in a plain nested ``{ }`` sees only the
 variables bound inside that group, as in SPARQL (the others are unbound there); one in a
 ``WINDOW w { }`` block sees the whole query's, as RSP-QL queries comparing window data
-with static thresholds expect. Not accepted, each with an error that says so: OPTIONAL,
+with static thresholds expect. EP-SPARQL's temporal operators join groups the way UNION
+does in SPARQL: ``{ A } SEQ { B } EQUALS { C }`` (also OPTIONALSEQ and EQUALSOPTIONAL, left to
+right), and a FILTER may call getDURATION(), getSTARTTIME() and getENDTIME() (docs/engine.md,
+"Temporal operators"). Not accepted, each with an error that says so: SEQOPTIONAL, OPTIONAL,
 UNION, MINUS, GRAPH, BIND, VALUES, SERVICE, [NOT] EXISTS, subqueries, property paths, RDF
 collections, expressions in SELECT, ORDER BY/GROUP BY/HAVING/LIMIT/OFFSET, and ASK,
 CONSTRUCT and DESCRIBE queries. As SPARQL says, a blank node label belongs to one group,
@@ -62,7 +65,10 @@ from urllib.parse import urljoin
 from . import filters
 from ...shared.ntriples import make_iri, make_literal, make_quoted
 from ...shared.vocab import RDF_TYPE, XSD_NS
-from .query import Query, QuerySyntaxError, TriplePattern, WindowSpec, is_var, pattern_variables
+from .query import (
+    TEMPORAL_OPERATORS, Query, QuerySyntaxError, TemporalOperator, TriplePattern, WindowSpec, is_var,
+    pattern_variables,
+)
 
 __all__ = ["parse_query", "parse_duration", "QuerySyntaxError"]
 
@@ -308,8 +314,9 @@ def parse_duration(text: str) -> int:
 # --------------------------------------------------------------------------- parser
 
 _TRIPLE_START = ("VAR", "IRI", "PNAME", "BNODE", "QOPEN")
-_UNSUPPORTED_GROUP_WORDS = ("OPTIONAL", "UNION", "MINUS", "GRAPH", "BIND", "VALUES", "SERVICE", "SEQ", "EQUALS",
-                            "OPTIONALSEQ", "EQUALSOPTIONAL")
+_UNSUPPORTED_GROUP_WORDS = ("OPTIONAL", "UNION", "MINUS", "GRAPH", "BIND", "VALUES", "SERVICE")
+# At most this many OPTIONALSEQ/EQUALSOPTIONAL in one query: each doubles the chains it compiles to.
+MAX_OPTIONAL_OPERATORS = 3
 
 
 class _Parser:
@@ -327,6 +334,9 @@ class _Parser:
         self.filters: list[tuple[filters.Expr, str]] = []  # each FILTER's tree and text, compiled at the end
         self.groups: list[int] = []  # the open { } groups, innermost last, by number
         self.groups_opened = 0
+        self.group_patterns: dict[int, range] = {}  # group number -> the patterns written inside it
+        self.filter_groups: list[int] = []  # the group each FILTER is written in
+        self.temporal: list[tuple[TemporalOperator, _Token]] = []
         self.blank_node_groups: dict[str, int] = {}  # _:label -> the group it belongs to
         self.anon = 0
         self.default_window: str | None = None  # the C-SPARQL window, when FROM STREAM is used
@@ -440,8 +450,11 @@ class _Parser:
             text=self.text,
             prefixes=dict(self.prefixes),
             distinct=distinct,
+            temporal=tuple(op for op, _ in self.temporal),
+            filter_groups=tuple(frozenset(self.group_patterns[g]) for g in self.filter_groups),
         )
         known = set(query.variables())
+        self.check_temporal()
         for compiled in compiled_filters:
             # a variable no pattern binds stays unbound (BOUND is false, other uses are errors);
             # the network must not wait for it before evaluating the filter
@@ -603,12 +616,13 @@ class _Parser:
         self.enter(self.expect_punct("{"))
         self.groups_opened += 1
         self.groups.append(self.groups_opened)
+        first_pattern = len(self.patterns)
         dot_allowed = False  # one '.' after a triples block, a nested group or a FILTER; never two
         while True:
             token = self.lexer.peek()
             if token.is_punct("}"):
                 self.lexer.next()
-                self.groups.pop()
+                self.group_patterns[self.groups.pop()] = range(first_pattern, len(self.patterns))
                 self.leave()
                 return
             if token.is_punct("."):
@@ -619,7 +633,7 @@ class _Parser:
                 continue
             dot_allowed = True
             if token.is_punct("{"):
-                self.nested_group(window)
+                self.temporal_element(window)
                 continue
             if token.is_word("WINDOW"):
                 self.window_block(window)
@@ -664,6 +678,58 @@ class _Parser:
             expr, text = self.filters[i]
             if not filters.variables_of(expr) <= inside:
                 self.filters[i] = (filters.rename_variables(expr, scoped), text)
+
+    def temporal_element(self, window: str | None) -> None:
+        """A nested group, or groups joined by EP-SPARQL's temporal operators, left to right:
+        ``{ A } SEQ { B } SEQ { C }`` (docs/engine.md, "Temporal operators")."""
+        first = len(self.patterns)
+        self.nested_group(window)
+        left = frozenset(range(first, len(self.patterns)))
+        while True:
+            token = self.lexer.peek()
+            if token.is_word("SEQOPTIONAL"):
+                raise self.error("SEQOPTIONAL is not supported: a later triple would withdraw its matches (its "
+                                 "results are not monotonic in time, as the EP-SPARQL paper shows); write the "
+                                 "optional part first, with OPTIONALSEQ", token,
+                                 ("SEQ", "EQUALS", "OPTIONALSEQ", "EQUALSOPTIONAL"))
+            if not token.is_word(*TEMPORAL_OPERATORS):
+                return
+            self.lexer.next()
+            if not self.lexer.peek().is_punct("{"):
+                raise self.expected(f"'{{' after {token.text.upper()}")
+            start = len(self.patterns)
+            self.nested_group(window)
+            right = frozenset(range(start, len(self.patterns)))
+            for operand in (left, right):
+                if not any(self.patterns[i].window is not None for i in operand):
+                    raise self.error(f"each side of {token.text.upper()} needs a triple pattern over a stream "
+                                     "(a group of static data has no time interval)", token,
+                                     ("groups of streamed triple patterns",))
+            self.temporal.append((TemporalOperator(token.text.upper(), left, right), token))
+            left = left | right
+
+    def check_temporal(self) -> None:
+        """What the engine cannot compile in a query with temporal operators, refused where written."""
+        windows = {tp.window for tp in self.patterns if tp.window is not None}
+        optional = [(op, token) for op, token in self.temporal if op.optional]
+        if self.temporal and len(windows) > 1:
+            raise self.error("temporal operators work inside one window; this query reads several",
+                             self.temporal[0][1], ("one WINDOW block",))
+        if len(optional) > MAX_OPTIONAL_OPERATORS:
+            raise self.error(f"at most {MAX_OPTIONAL_OPERATORS} OPTIONALSEQ/EQUALSOPTIONAL in one query",
+                             optional[-1][1], ())
+        for op, token in optional:
+            if any(other.optional and other.left & op.left and other is not op for other, _ in optional):
+                raise self.error(f"an optional part of {op.kind} may not hold another optional part", token, ())
+            inside = set(pattern_variables([self.patterns[i] for i in op.left]))
+            required = set(pattern_variables([self.patterns[i] for i in op.right]))
+            elsewhere = set(pattern_variables([tp for i, tp in enumerate(self.patterns)
+                                               if i not in op.left and i not in op.right]))
+            loose = sorted(v for v in inside & elsewhere - required if not v.startswith("_:"))
+            if loose:
+                raise self.error(f"the optional part of {op.kind} shares ?{loose[0]} with the rest of the query "
+                                 f"but not with its required part: name ?{loose[0]} in the required part too "
+                                 "(a well-designed pattern)", token, ())
 
     def window_block(self, outer: str | None) -> None:
         keyword = self.lexer.next()
@@ -901,6 +967,7 @@ class _Parser:
         except filters.FilterCompileError as exc:
             raise self.error(str(exc), keyword, ("a valid FILTER",)) from None
         self.filters.append((expr, text))
+        self.filter_groups.append(self.groups[-1])
 
     def bracketted(self):
         self.enter(self.expect_punct("("))
@@ -1010,6 +1077,10 @@ class _Parser:
                 self.lexer.next()
                 self.expect_punct(")")
                 return self.built(("call", name, [("var", variable.text[1:])]), token)
+            if name in filters.INTERVAL_FUNCTIONS:  # getDURATION() and its kin take no argument
+                self.expect_punct("(")
+                self.expect_punct(")", f"')': {token.text}() takes no argument")
+                return ("call", name, [])
             args = self.argument_list()
             call = self.built(("call", name, args), token)
             try:
