@@ -688,7 +688,7 @@ class _Parser:
         while True:
             token = self.lexer.peek()
             if token.is_word("SEQOPTIONAL"):
-                raise self.error("SEQOPTIONAL is not supported: a later triple would withdraw its matches (its "
+                raise self.error("SEQOPTIONAL is refused: a later triple would withdraw its matches (its "
                                  "results are not monotonic in time, as the EP-SPARQL paper shows); write the "
                                  "optional part first, with OPTIONALSEQ", token,
                                  ("SEQ", "EQUALS", "OPTIONALSEQ", "EQUALSOPTIONAL"))
