@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 from edgewave.shared.vocab import RDF_TYPE
 
-from .beta import BetaNode, JoinNode, StarJoinNode
+from .beta import BetaNode, JoinNode, Production, StarJoinNode
 from .epsilon import FORM_NAMES, SAME
 from .query import TriplePattern
 from .steps import STATIC, Step
+from .temporal import TemporalProduction
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -79,7 +80,9 @@ def describe(engine: Engine) -> str:
     def first_step(node: BetaNode) -> Step:
         """The level ``node`` is in the first registered query that uses it."""
         name = next(q for q in chains if q in node.users)
-        return chains[name].steps[node.depth]
+        return chains[name].step_of(node)
+
+    probed = {id(alpha): (name, step) for name, chain in chains.items() for alpha, step in chain.probed}
 
     def slot_names(step: Step) -> dict[int, str]:
         return {slot: f"?{name}" for name, slot in step.slots.items()}
@@ -110,8 +113,14 @@ def describe(engine: Engine) -> str:
         "alpha memories",
     ]
     for alpha in network.alphas.values():
-        lines += _alpha_lines(alpha, alpha_label[id(alpha)], first_step(alpha.successors[-1]), terms,
-                              feeds.get(id(alpha), []), list(chains), node_label)
+        if alpha.successors:
+            lines += _alpha_lines(alpha, alpha_label[id(alpha)], first_step(alpha.successors[-1]), terms,
+                                  feeds.get(id(alpha), []), list(chains), node_label)
+        else:  # read only by the probe of an optional part (temporal.py)
+            name, step = probed[id(alpha)]
+            lines += _alpha_lines(alpha, alpha_label[id(alpha)], step, terms, feeds.get(id(alpha), []), [name],
+                                  node_label)[:-1]
+            lines.append(f"     read by the probe of an optional part; queries {name}")
 
     lines += ["", "join nodes (a left-deep chain per query, from the top token)"]
 
@@ -146,6 +155,7 @@ def describe(engine: Engine) -> str:
             select = " ".join(f"?{name}" for name in production.names)
             lines.append(f"{inner}production {production.name}: SELECT {select}, window {window}"
                          f"{', DISTINCT (not applied)' if query.distinct else ''}")
+            lines.extend(_temporal_lines(production, inner + "   "))
         for child in node.children:
             walk(child, inner)
 
@@ -175,3 +185,24 @@ def _alpha_lines(
         out.append(f"     entailed from {shown}{more}")
     out.append(f"     read by {', '.join(node_label[id(n)] for n in readers)}; queries {_queries(users)}")
     return out
+
+
+def _temporal_lines(production: Production, indent: str) -> list[str]:
+    """What a temporal query's production tests (temporal.py): its operators, by the chain
+    levels of their operands, its interval FILTERs, and the optional parts it probes."""
+    if not isinstance(production, TemporalProduction):
+        return []
+    out = []
+    for kind, left, right in production.test.operators:
+        out.append(f"{indent}interval test {kind}: levels {_levels(left)} | {_levels(right)}")
+    for levels, _ in production.test.filters:
+        out.append(f"{indent}interval FILTER over levels {_levels(levels)}")
+    for probe in production.probes:
+        kinds = ", ".join(kind for kind, _, _ in probe.test.operators)
+        out.append(f"{indent}reported alone unless the optional part "
+                   f"({_count(len(probe.levels), 'pattern', 'patterns')}, {kinds}) has a match")
+    return out
+
+
+def _levels(levels: tuple[int, ...]) -> str:
+    return ",".join(str(level) for level in levels)

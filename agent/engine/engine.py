@@ -2,7 +2,8 @@
 
 Semantics, precisely:
 
-* **Matching.** A query is a conjunction of triple patterns (plus FILTERs). Patterns in a
+* **Matching.** A query is a conjunction of triple patterns (plus FILTERs), whose groups
+  EP-SPARQL's temporal operators may join (``temporal.py``; docs/engine.md). Patterns in a
   ``WINDOW`` block match triples pushed on that window's stream (``push(..., stream=IRI)``;
   ``stream=None`` feeds every stream); patterns outside any WINDOW match static data
   (``add_static``) only, except that a window marked ``with_static`` (the C-SPARQL default

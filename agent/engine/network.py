@@ -43,11 +43,18 @@ class Chain:
     nodes: list[BetaNode]
     production: Production
     steps: list[Step] = field(default_factory=list)
-    variants: list[tuple[list[BetaNode], Production]] = field(default_factory=list)
-    probed: list[AlphaMemory] = field(default_factory=list)
+    variants: list[tuple[list[BetaNode], Production, list[Step]]] = field(default_factory=list)
+    probed: list[tuple[AlphaMemory, Step]] = field(default_factory=list)
 
     def productions(self) -> list[Production]:
-        return [self.production] + [production for _, production in self.variants]
+        return [self.production] + [production for _, production, _ in self.variants]
+
+    def step_of(self, node: BetaNode) -> Step:
+        """The step ``node`` was built from in this query (a chain of a variant may differ)."""
+        for nodes, steps in [(self.nodes, self.steps)] + [(n, s) for n, _, s in self.variants]:
+            if node.depth < len(nodes) and nodes[node.depth] is node:
+                return steps[node.depth]
+        raise KeyError(node.ident)
 
 
 class Network:
@@ -161,7 +168,7 @@ class Network:
                     temporal.probe_levels(tail, alphas),
                     temporal.probe_test(query, variant, op, dict(tail[-1].slots)), last.user_width))
                 if chain is not None:
-                    chain.probed += alphas
+                    chain.probed += zip(alphas, tail)
             production = temporal.TemporalProduction(
                 query.name, last.user_width, self._projection(query, last), self.deliver, self.clock,
                 temporal.variant_test(query, variant, dict(last.slots)), probes)
@@ -169,7 +176,7 @@ class Network:
             if chain is None:
                 chain = Chain(query, nodes, production, steps)
             else:
-                chain.variants.append((nodes, production))
+                chain.variants.append((nodes, production, steps))
         assert chain is not None
         return chain
 
@@ -177,10 +184,10 @@ class Network:
         """Unwire a query; shared nodes keep their state. Returns the removed memories."""
         chain = self.chains.pop(name)
         chain.nodes[-1].productions.remove(chain.production)
-        for nodes, production in chain.variants:
+        for nodes, production, _ in chain.variants:
             nodes[-1].productions.remove(production)
         removed: list[AlphaMemory] = []
-        every = {id(node): node for nodes in [chain.nodes] + [n for n, _ in chain.variants] for node in nodes}
+        every = {id(node): node for nodes in [chain.nodes] + [n for n, _, _ in chain.variants] for node in nodes}
         for node in sorted(every.values(), key=lambda n: -n.depth):
             node.users.pop(name, None)
             if node.users:
@@ -191,7 +198,7 @@ class Network:
             alpha.successors.remove(node)
             del self.nodes[node.ident]
             self._drop_if_unused(alpha, removed)
-        for alpha in {id(a): a for a in chain.probed}.values():
+        for alpha in {id(a): a for a, _ in chain.probed}.values():
             users = self.probed.get(alpha_ident(alpha.scope, alpha.shape, alpha.key_positions), {})
             users.pop(name, None)
             self._drop_if_unused(alpha, removed)

@@ -188,6 +188,20 @@ def test_paper_query_3_a_rise_of_50_percent_within_15_days_with_no_acquisition_b
     assert [(m["bindings"]["company"], value(m["bindings"]["p2"])) for m in found] == [(f"<{EX}acme>", 160)]
 
 
+def test_explain_shows_the_interval_tests_and_the_probe_of_an_optional_part(tmp_path: Path) -> None:
+    (tmp_path / "q.rq").write_text(
+        f"PREFIX : <{EX}>\nREGISTER RSTREAM <q> AS SELECT * FROM NAMED WINDOW <w> ON :s [RANGE PT10S STEP PT1S]\n"
+        "WHERE { WINDOW <w> { { ?d :opened ?o } OPTIONALSEQ { ?d :motion ?m } FILTER(getDURATION() < 5000) } }\n")
+    done = subprocess.run([*edgewave_cmd(), "match", "--explain", "--query", str(tmp_path / "q.rq")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    # the chain with the optional part tests it; the one without reports the motion alone
+    assert "interval test OPTIONALSEQ: levels 1 | 0" in out, out
+    assert "reported alone unless the optional part (1 pattern, OPTIONALSEQ) has a match" in out, out
+    assert out.count("interval FILTER over levels") == 2, out
+
+
 # -- what is refused, with the reason
 
 @pytest.mark.parametrize("where, message", [
