@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from edgewave.shared.vocab import RDF_TYPE
 
+from .absence import AbsenceProduction, AbsenceWatch
 from .beta import BetaNode, JoinNode, Production, StarJoinNode
 from .epsilon import FORM_NAMES, SAME
 from .query import TriplePattern
@@ -150,6 +151,9 @@ def describe(engine: Engine) -> str:
             lines.append(f"{inner}right activation only for keys in {index_label[id(node.gate)]}")
         lines.append(f"{inner}queries {_queries([q for q in chains if q in node.users])}")
         for production in node.productions:
+            if isinstance(production, AbsenceWatch):
+                lines.append(f"{inner}absence watch: a match answers the timers of {production.name}")
+                continue
             query = chains[production.name].query
             window = f"{production.width} ms" if production.uniform else "each pattern's own window"
             select = " ".join(f"?{name}" for name in production.names)
@@ -190,6 +194,9 @@ def _alpha_lines(
 def _temporal_lines(production: Production, indent: str) -> list[str]:
     """What a temporal query's production tests (temporal.py): its operators, by the chain
     levels of their operands, its interval FILTERs, and the optional parts it probes."""
+    if isinstance(production, AbsenceProduction):
+        return [f"{indent}each match starts a timer of {_ms(production.within)}, reported when it passes "
+                "with no match of the absent part"]
     if not isinstance(production, TemporalProduction):
         return []
     out = []

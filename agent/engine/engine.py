@@ -204,9 +204,12 @@ class Engine:
         pred_default = table.pred_default
         now = self._now
         gc_at = self._gc_at
+        timers = self.network.timers
         for ts, triple in items:
             self.triples_in += 1
             if ts > now:
+                if ts > timers.next:  # an absence's deadline passed before this triple (absence.py)
+                    self._fire_due(ts)
                 self._now = now = ts
                 if ts >= gc_at:
                     self._collect(ts)
@@ -268,11 +271,21 @@ class Engine:
                             right_activation(entry, key)
         return emitted
 
-    def advance(self, now: int) -> None:
-        """Move stream time forward (no triple): expire what left every window."""
+    def advance(self, now: int) -> list[Match]:
+        """Move stream time forward (no triple): fire the absences whose deadline passed and
+        expire what left every window. Returns the matches the absences made."""
+        emitted: list[Match] = []
+        self._emitted = emitted
         if now > self._now:
+            if now > self.network.timers.next:
+                self._fire_due(now)
             self._now = now
         self._collect(self._now)
+        return emitted
+
+    def _fire_due(self, now: int) -> None:
+        for waiting in self.network.timers.due(now):
+            waiting.production.expire(waiting)
 
     def counters(self) -> dict[str, int]:
         """The running totals, in constant time: what a status message needs.

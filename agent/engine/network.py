@@ -28,7 +28,8 @@ from .beta import BetaNode, JoinNode, Production, StarJoinNode
 from .match import Match
 from .memories import AlphaMemory
 from .query import Query
-from .steps import Step, alpha_ident, compile_steps
+from .absence import AbsenceProduction, AbsenceWatch, Timers
+from .steps import Step, alpha_ident, compile_steps, order_patterns
 
 
 @dataclass
@@ -68,6 +69,7 @@ class Network:
         self.chains: dict[str, Chain] = {}
         # Alpha memories read by probes rather than join nodes: ident -> {query: width kept}.
         self.probed: dict[tuple, dict[str, int]] = {}
+        self.timers = Timers()  # the deadlines of absences (absence.py)
 
     # -- building -----------------------------------------------------------------------
 
@@ -90,7 +92,9 @@ class Network:
         new_alphas: list[AlphaMemory] = []
         from . import temporal  # (it compiles with steps.py and builds productions: no cycle at import)
 
-        if temporal.is_temporal(query):
+        if query.absence is not None:
+            self.chains[query.name] = self._add_absence(query, new_nodes, new_alphas)
+        elif temporal.is_temporal(query):
             self.chains[query.name] = self._add_temporal(query, new_nodes, new_alphas)
         else:
             steps = compile_steps(query)
@@ -180,9 +184,37 @@ class Network:
         assert chain is not None
         return chain
 
+    def _add_absence(self, query: Query, new_nodes: list[BetaNode], new_alphas: list[AlphaMemory]) -> Chain:
+        """The two chains of a query with ``FILTER NOT EXISTS { Q } WITHIN D`` (absence.py):
+        its other patterns, whose matches start timers, and Q, whose matches answer them."""
+        absence = query.absence
+        assert absence is not None
+        groups = query.filter_groups if len(query.filter_groups) == len(query.filters) else \
+            tuple(frozenset() for _ in query.filters)
+        inside = [f for f, group in zip(query.filters, groups) if group and group <= absence.patterns]
+        beside = [f for f in query.filters if not any(f is g for g in inside)]
+        waited = compile_steps(query, order_patterns(tuple(
+            tp for i, tp in enumerate(query.patterns) if i not in absence.patterns)), beside)
+        watched = compile_steps(query, order_patterns(tuple(query.patterns[i] for i in sorted(absence.patterns))),
+                                inside)
+        shared = sorted(set(waited[-1].slots) & set(watched[-1].slots))
+        nodes = self._wire(query.name, waited, new_nodes, new_alphas)
+        last = waited[-1]
+        production = AbsenceProduction(query.name, last.user_width, self._projection(query, last), self.deliver,
+                                       self.clock, self.timers, absence.within_ms,
+                                       tuple(last.slots[v] for v in shared))
+        nodes[-1].productions.append(production)
+        watch_nodes = self._wire(query.name, watched, new_nodes, new_alphas)
+        watch = AbsenceWatch(query.name, watched[-1].user_width, self.clock, production,
+                             tuple(watched[-1].slots[v] for v in shared))
+        watch_nodes[-1].productions.append(watch)
+        return Chain(query, nodes, production, waited, [(watch_nodes, watch, watched)])
+
     def remove(self, name: str) -> list[AlphaMemory]:
         """Unwire a query; shared nodes keep their state. Returns the removed memories."""
         chain = self.chains.pop(name)
+        if isinstance(chain.production, AbsenceProduction):
+            chain.production.cancel_all()
         chain.nodes[-1].productions.remove(chain.production)
         for nodes, production, _ in chain.variants:
             nodes[-1].productions.remove(production)

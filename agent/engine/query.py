@@ -112,6 +112,16 @@ class TemporalOperator:
         return self.kind in OPTIONAL_OPERATORS
 
 
+@dataclass(frozen=True)
+class Absence:
+    """``FILTER NOT EXISTS { Q } WITHIN D`` (docs/engine.md, "Absence"): the query fires when a
+    match of its other patterns is followed by no compatible match of Q within ``within_ms``.
+    ``patterns``: Q's triple patterns, as indexes into ``Query.patterns``."""
+
+    patterns: frozenset[int]
+    within_ms: int
+
+
 @dataclass
 class Query:
     """A registered pattern: its triple patterns grouped by window, filters and projection.
@@ -130,6 +140,7 @@ class Query:
     distinct: bool = False  # SELECT DISTINCT was written (recorded; consumption is the engine's)
     temporal: tuple[TemporalOperator, ...] = ()
     filter_groups: tuple[frozenset[int], ...] = ()
+    absence: Absence | None = None
 
     def projection(self) -> list[str]:
         """The variables a match reports: the SELECT list, or for SELECT * every named variable.

@@ -66,7 +66,7 @@ from . import filters
 from ...shared.ntriples import make_iri, make_literal, make_quoted
 from ...shared.vocab import RDF_TYPE, XSD_NS
 from .query import (
-    TEMPORAL_OPERATORS, Query, QuerySyntaxError, TemporalOperator, TriplePattern, WindowSpec, is_var,
+    TEMPORAL_OPERATORS, Absence, Query, QuerySyntaxError, TemporalOperator, TriplePattern, WindowSpec, is_var,
     pattern_variables,
 )
 
@@ -337,6 +337,8 @@ class _Parser:
         self.group_patterns: dict[int, range] = {}  # group number -> the patterns written inside it
         self.filter_groups: list[int] = []  # the group each FILTER is written in
         self.temporal: list[tuple[TemporalOperator, _Token]] = []
+        self.absence: tuple[Absence, _Token] | None = None
+        self.current_window: str | None = None  # the window of the group being read
         self.blank_node_groups: dict[str, int] = {}  # _:label -> the group it belongs to
         self.anon = 0
         self.default_window: str | None = None  # the C-SPARQL window, when FROM STREAM is used
@@ -451,6 +453,7 @@ class _Parser:
             prefixes=dict(self.prefixes),
             distinct=distinct,
             temporal=tuple(op for op, _ in self.temporal),
+            absence=self.absence[0] if self.absence is not None else None,
             filter_groups=tuple(frozenset(self.group_patterns[g]) for g in self.filter_groups),
         )
         known = set(query.variables())
@@ -617,12 +620,14 @@ class _Parser:
         self.groups_opened += 1
         self.groups.append(self.groups_opened)
         first_pattern = len(self.patterns)
+        outer_window, self.current_window = self.current_window, window
         dot_allowed = False  # one '.' after a triples block, a nested group or a FILTER; never two
         while True:
             token = self.lexer.peek()
             if token.is_punct("}"):
                 self.lexer.next()
                 self.group_patterns[self.groups.pop()] = range(first_pattern, len(self.patterns))
+                self.current_window = outer_window
                 self.leave()
                 return
             if token.is_punct("."):
@@ -709,8 +714,21 @@ class _Parser:
             left = left | right
 
     def check_temporal(self) -> None:
-        """What the engine cannot compile in a query with temporal operators, refused where written."""
+        """What the engine cannot compile in a query with temporal operators or an absence,
+        refused where written."""
         windows = {tp.window for tp in self.patterns if tp.window is not None}
+        if self.absence is not None:
+            absence, token = self.absence
+            if self.temporal:
+                raise self.error("FILTER NOT EXISTS ... WITHIN cannot be combined with temporal operators in one "
+                                 "query", token, ())
+            if len(windows) > 1:
+                raise self.error("FILTER NOT EXISTS ... WITHIN works inside one window; this query reads several",
+                                 token, ("one WINDOW block",))
+            rest = [tp for i, tp in enumerate(self.patterns) if i not in absence.patterns]
+            if not any(tp.window is not None for tp in rest):
+                raise self.error("FILTER NOT EXISTS ... WITHIN needs a triple pattern over a stream beside it: "
+                                 "the absence is timed from its match", token, ("a triple pattern",))
         optional = [(op, token) for op, token in self.temporal if op.optional]
         if self.temporal and len(windows) > 1:
             raise self.error("temporal operators work inside one window; this query reads several",
@@ -949,6 +967,8 @@ class _Parser:
     def filter(self) -> None:
         keyword = self.lexer.next()
         start = self.lexer.peek()
+        if start.is_word("NOT") and self.absence_filter(start):
+            return
         if start.is_word("EXISTS", "NOT"):
             raise self.error("FILTER EXISTS and NOT EXISTS are not supported by the engine", start,
                              ("'(' or a function call",))
@@ -968,6 +988,38 @@ class _Parser:
             raise self.error(str(exc), keyword, ("a valid FILTER",)) from None
         self.filters.append((expr, text))
         self.filter_groups.append(self.groups[-1])
+
+    def absence_filter(self, start: _Token) -> bool:
+        """``FILTER NOT EXISTS { Q } WITHIN D``: the absence of Q after the rest of the query
+        (docs/engine.md, "Absence"). False, with nothing consumed, when no such form follows (a
+        plain NOT EXISTS is evaluated per window instance)."""
+        lexer = self.lexer
+        saved = (lexer.pos, lexer._peeked, len(self.patterns), len(self.filters), len(self.filter_groups),
+                 self.groups_opened, self.nesting, dict(self.blank_node_groups), self.anon)
+        lexer.next()
+        if not (lexer.peek().is_word("EXISTS") and lexer.next() and lexer.peek().is_punct("{")):
+            self.restore(saved)
+            return False
+        window = self.current_window
+        first = len(self.patterns)
+        self.nested_group(window)
+        within = self.accept_word("WITHIN")
+        if within is None:
+            self.restore(saved)
+            return False
+        if self.absence is not None:
+            raise self.error("one FILTER NOT EXISTS ... WITHIN per query", start, ())
+        if not any(self.patterns[i].window is not None for i in range(first, len(self.patterns))):
+            raise self.error("FILTER NOT EXISTS ... WITHIN needs a triple pattern over a stream inside it", start,
+                             ("a WINDOW block",))
+        self.absence = (Absence(frozenset(range(first, len(self.patterns))), self.duration()), start)
+        return True
+
+    def restore(self, saved: tuple) -> None:
+        """Back to where ``absence_filter`` started looking ahead."""
+        (self.lexer.pos, self.lexer._peeked, patterns, filters_, filter_groups, self.groups_opened, self.nesting,
+         self.blank_node_groups, self.anon) = saved
+        del self.patterns[patterns:], self.filters[filters_:], self.filter_groups[filter_groups:]
 
     def bracketted(self):
         self.enter(self.expect_punct("("))

@@ -202,6 +202,37 @@ def test_explain_shows_the_interval_tests_and_the_probe_of_an_optional_part(tmp_
     assert out.count("interval FILTER over levels") == 2, out
 
 
+# -- absence: FILTER NOT EXISTS { Q } WITHIN D
+
+def test_a_silent_sensor_is_reported_once_per_silence_at_its_deadline(tmp_path: Path) -> None:
+    where = "?sensor :heartbeat ?n . FILTER NOT EXISTS { ?sensor :heartbeat ?next } WITHIN PT5S"
+    beats = [(t, "s1", "heartbeat", str(t // 1000)) for t in (0, 1000, 2000, 9000, 10000)]
+    beats += [(t, "s2", "heartbeat", str(t // 1000)) for t in range(0, 20001, 1000)]  # s2 keeps the clock going
+    found = match(tmp_path, where, sorted(beats), window="[RANGE PT1M STEP PT1S]")
+    # s1 is silent from 2000 (deadline 7000, passed by s2's beat at 8000) and from 10000
+    # (deadline 15000); s2 never is, and its last beat's deadline (25000) is beyond the input
+    assert spans(found, "n") == [(2, 2000, 7000), (10, 10000, 15000)]
+    assert {m["bindings"]["sensor"] for m in found} == {f"<{EX}s1>"}
+
+
+def test_an_answer_exactly_at_the_deadline_counts_and_one_after_it_does_not(tmp_path: Path) -> None:
+    where = "?room :smoke ?s . FILTER NOT EXISTS { ?room :sprinklerFlow ?f } WITHIN PT30S"
+    stream = [(0, "r1", "smoke", "1"), (30000, "r1", "sprinklerFlow", "5"),       # answered at the deadline
+              (100000, "r1", "smoke", "2"), (130001, "r1", "sprinklerFlow", "6"),  # one ms late: reported
+              (200000, "r2", "sprinklerFlow", "7"), (200000, "r2", "smoke", "3"),  # a flow before or at the same
+              (200000, "r2", "sprinklerFlow", "8"), (240000, "r3", "smoke", "4")]  # instant answers nothing
+    found = match(tmp_path, where, stream, window="[RANGE PT1M STEP PT1S]")
+    assert spans(found, "s") == [(2, 100000, 130000), (3, 200000, 230000)]
+
+
+def test_an_answer_must_match_the_variables_it_shares(tmp_path: Path) -> None:
+    where = "?room :smoke ?s . FILTER NOT EXISTS { ?room :sprinklerFlow ?f FILTER(?f > 0) } WITHIN PT30S"
+    stream = [(0, "r1", "smoke", "1"), (0, "r2", "smoke", "2"), (1000, "r2", "sprinklerFlow", "3"),
+              (2000, "r1", "sprinklerFlow", "0"), (40000, "r9", "smoke", "9")]
+    # r2's flow answers r2 only; r1's flow of 0 fails the FILTER inside NOT EXISTS
+    assert spans(match(tmp_path, where, stream, window="[RANGE PT1M STEP PT1S]"), "s") == [(1, 0, 30000)]
+
+
 # -- what is refused, with the reason
 
 @pytest.mark.parametrize("where, message", [
@@ -216,6 +247,12 @@ def test_explain_shows_the_interval_tests_and_the_probe_of_an_optional_part(tmp_
      "may not hold another optional part"),
     ("WINDOW <w> { { ?d :opened ?o } SEQ ?d :motion ?m }", "expected '{' after SEQ"),
     ("WINDOW <w> { ?d :opened ?o FILTER(getDURATION(?o) > 1) }", "getDURATION() takes no argument"),
+    ("WINDOW <w> { ?d :opened ?o FILTER NOT EXISTS { ?d :closed ?c } WITHIN PT1S "
+     "FILTER NOT EXISTS { ?d :locked ?l } WITHIN PT1S }", "one FILTER NOT EXISTS ... WITHIN per query"),
+    ("WINDOW <w> { { ?d :opened ?o } SEQ { ?d :motion ?m } FILTER NOT EXISTS { ?d :closed ?c } WITHIN PT1S }",
+     "cannot be combined with temporal operators"),
+    ("?d :opened ?o FILTER NOT EXISTS { WINDOW <w> { ?d :closed ?c } } WITHIN PT1S",
+     "needs a triple pattern over a stream beside it"),
 ])
 def test_what_the_engine_cannot_do_is_refused_where_it_is_written(tmp_path: Path, where: str, message: str) -> None:
     assert message in refused(tmp_path, where)
