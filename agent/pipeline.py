@@ -47,6 +47,15 @@ class Handled(NamedTuple):
     entered: SensorEvent | None    # the triples that entered the engine, with stream and time
 
 
+class Idled(NamedTuple):
+    """What the clock did on an idle gateway: the events, and how far they report (-1: none)
+    so the journal stores it with them and a restarted agent does not report them again."""
+
+    events: list[Event]
+    reported_through: int          # the latest end of the window instances closed
+    fired_through: int             # the latest deadline of the absences fired
+
+
 _now_ms = CLOCK.wall_ms      # emittedAt: the same clock as arrival times (agent_clock.py)
 
 
@@ -147,22 +156,29 @@ class Pipeline:
         """The engine's clock: the latest arrival time, or the wall clock once idle (``idle``)."""
         return self.last_arrival_ms
 
-    def idle(self, now_ms: int) -> list[Event]:
+    def idle(self, now_ms: int) -> Idled:
         """No work queued: with no message for ``IDLE_ADVANCE_MS``, stream time moves on by
-        the clock so that windows expire and window instances close; returns the events of
-        the instances it closed. Sooner would take the engine for 1-2 ms twice a second
-        under load (the latency tail: bursts of 5-12 ms at a 0.5 s period at 1,000 msg/s);
-        later arrivals are clamped to this time, so the clock never goes back."""
+        the clock so that windows expire, absences whose deadline passed fire and window
+        instances close; returns their events. Sooner would take the engine for 1-2 ms twice
+        a second under load (the latency tail: bursts of 5-12 ms at a 0.5 s period at 1,000
+        msg/s); later arrivals are clamped to this time, so the clock never goes back."""
         events: list[Event] = []
+        reported = fired = -1
         if now_ms - self.last_arrival_ms >= IDLE_ADVANCE_MS:
             self.last_arrival_ms = now_ms
-            self.engine.advance(now_ms)
+            absences = self.engine.advance(now_ms)
+            if absences:
+                events = self.match_events(absences, _now_ms())
+                fired = max(m.end for m in absences)
             if self.instances.evaluators:
                 closed = self.instances.advance(now_ms)
                 if closed:
-                    events = self.instances.events(closed, _now_ms())
+                    closed_events = self.instances.events(closed, _now_ms())
+                    if closed_events:
+                        reported = max(e["windowEnd"] for e in closed_events)
+                        events += closed_events
         self.read_engine_counters()
-        return events
+        return Idled(events, reported, fired)
 
     def read_engine_counters(self) -> None:
         """Copy the engine's running totals for the status thread (constant time)."""

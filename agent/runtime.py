@@ -278,10 +278,13 @@ class Agent:
         journal's expired rows, may be due (outbox_writer.py)."""
         assert self.writer is not None and self.journal is not None
         with self._engine_lock:
-            events = self.pipeline.idle(_now_ms())
-            if events:      # window instances the clock closed: stored with how far they go
-                self.journal.note_reported(max(e["windowEnd"] for e in events))
-                self._to_uplink(self.writer.write(events, None))
+            idled = self.pipeline.idle(_now_ms())
+            if idled.events:    # what the clock closed or fired: stored with how far it goes
+                if idled.reported_through >= 0:
+                    self.journal.note_reported(idled.reported_through)
+                if idled.fired_through >= 0:
+                    self.journal.note_fired(idled.fired_through)
+                self._to_uplink(self.writer.write(idled.events, None))
             self._release_written(self.writer.flush_due())
 
     def _work_once(self, item: WorkItem) -> None:

@@ -205,7 +205,8 @@ class StatusReporter:
         stats = self.pipeline.engine_counters
         counters["entailed"] = int(stats.get("entailed", 0))
         counters["engine_triples_in"] = int(stats.get("triples_in", 0))
-        for name in ("instance_queries", "instances_reported", "state_replayed_instances", "late_triples"):
+        for name in ("instance_queries", "instances_reported", "state_replayed_instances", "late_triples",
+                     "absences_fired"):
             counters[name] = int(stats.get(name, 0))
         if self.uplink is not None:
             counters["forwarded"] = self.uplink.forwarded

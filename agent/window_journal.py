@@ -199,6 +199,8 @@ class WindowJournal:
         # How far window instances were reported (instance_queries.py): what the meta holds, and
         # the value the next transaction writes there.
         self._reported_written = self._reported = -1
+        # How far the absences' deadlines were fired by the clock (absence.py), the same way.
+        self._fired_written = self._fired = -1
 
     # -- the running agent (engine lock) ---------------------------------------------------------
     def entry(self, topic: str, payload: bytes, entered: SensorEvent | None) -> JournalEntry | None:
@@ -231,6 +233,12 @@ class WindowJournal:
         that after a crash they are not reported again (the journal's rows cannot tell)."""
         self._reported = max(self._reported, end_ms)
 
+    def note_fired(self, deadline_ms: int) -> None:
+        """Absences whose deadlines are at most ``deadline_ms`` are reported by the events the
+        next transaction stores (the clock fired them on an idle gateway): after a crash the
+        replayed timers up to there are dropped, not fired again."""
+        self._fired = max(self._fired, deadline_ms)
+
     def statement(self, entries: Sequence[JournalEntry], epoch: int) -> Callable[[sqlite3.Connection], None] | None:
         """What to run inside the outbox transaction that stores ``entries`` (made while
         ``epoch`` was current, in order), or None if it has nothing to do. Entries of an
@@ -244,7 +252,8 @@ class WindowJournal:
         if self._marks and not self._reset and self._generation == self.outbox.generation:
             now = entries[-1].arrival_ms if entries else self._stream_ms()
             self._pruned = self._expired(now, sum(e.size for e in entries))
-        if not entries and not self._reset and self._pruned is None and self._reported == self._reported_written:
+        if not entries and not self._reset and self._pruned is None and self._reported == self._reported_written \
+                and self._fired == self._fired_written:
             return None
         return self._write
 
@@ -273,10 +282,14 @@ class WindowJournal:
         if self._reported != self._reported_written:
             conn.execute("INSERT OR REPLACE INTO journal_meta (name, value) VALUES ('reported_through', ?)",
                          (str(self._reported),))
+        if self._fired != self._fired_written:
+            conn.execute("INSERT OR REPLACE INTO journal_meta (name, value) VALUES ('timers_through', ?)",
+                         (str(self._fired),))
 
     def committed(self) -> None:
         """The transaction that ran the last ``statement`` committed."""
         self._reported_written = self._reported
+        self._fired_written = self._fired
         pruned, self._pruned = self._pruned, None
         entries, self._writing = self._writing, ()
         if self._generation != self.outbox.generation or self._reset:
@@ -318,7 +331,7 @@ class WindowJournal:
     def _meta(self) -> dict[str, str]:
         return {"format": JOURNAL_FORMAT, "engine": engine_version(),
                 "config_version": str(self.config_version), "boot_id": self.clock.boot_id,
-                "reported_through": str(self._reported)}
+                "reported_through": str(self._reported), "timers_through": str(self._fired)}
 
     def _expired(self, now_ms: int, adding: int) -> tuple[int, int, bool] | None:
         """The rows to delete at stream time ``now_ms`` as (last seq, bytes, truncated), if
@@ -366,6 +379,7 @@ class WindowJournal:
             self._redelivered = None
             self.epoch += 1
             self._reported = -1        # the new config's queries report from their start
+            self._fired = -1
 
     # -- start-up ---------------------------------------------------------------------------
     def restore(self, pipeline: Pipeline) -> None:
@@ -451,18 +465,25 @@ class WindowJournal:
             shift = 0
         now = max(wall, last_arrival + shift)
         # Per-instance queries need what their instances still to be reported hold: those
-        # that end after the last row, closed by the clock now (or already, by the meta).
-        cutoff = (last_arrival + shift if pipeline.instances.evaluators else now) - self._width_ms
+        # that end after the last row, closed by the clock now (or already, by the meta); an
+        # absence, the matches whose deadlines passed while the agent was down.
+        from_last = pipeline.instances.evaluators or pipeline.engine.waits()
+        cutoff = (last_arrival + shift if from_last else now) - self._width_ms
         kept = [row for row in decoded if row[1] + shift >= cutoff]
         replayed = len(kept)
         try:
             reported = int(meta.get("reported_through", "-1"))
+            fired = int(meta.get("timers_through", "-1"))
         except ValueError:
-            raise Discarded(f"reported_through {meta.get('reported_through')!r} is not a number") from None
+            raise Discarded(f"reported_through {meta.get('reported_through')!r} or timers_through "
+                            f"{meta.get('timers_through')!r} is not a number") from None
         self._reported = self._reported_written = reported
         pipeline.instances.reported_through = max(last_arrival, reported) + shift
         matches = pipeline.replay([(arrival + shift, stream, triples)
                                    for seq, arrival, stream, digest, triples, size in kept])
+        self._fired = self._fired_written = fired
+        if fired >= 0:
+            pipeline.engine.forget_deadlines(fired + shift)   # fired by the clock before the crash
         first_kept = kept[0][0] if kept else rows[-1][0] + 1
         boot_offset = boot_now - wall
 
@@ -497,17 +518,19 @@ class WindowJournal:
 
 def windows_of(config: CompiledConfig | None) -> tuple[frozenset[str] | None, int]:
     """The streams the config's windows read (None: every stream) and how long a row is
-    needed (ms): the longest window of a continuous pattern; RANGE + STEP of a per-instance
-    query (its last reported instance, which ISTREAM, DSTREAM and on-change compare with)."""
+    needed (ms): the longest window of a continuous pattern (plus the WITHIN of an absence: a
+    match waits that long for its deadline); RANGE + STEP of a per-instance query (its last
+    reported instance, which ISTREAM, DSTREAM and on-change compare with)."""
     if config is None:
         return frozenset(), 0
     streams: set[str | None] = set()
     width = 0
     for name, text in config.patterns.items():
         instance_query = config.instance_queries.get(name)
-        windows = (instance_query or parse_query(text)).windows.values()
-        for window in windows:
-            needed = window.width_ms + (window.step_ms or window.width_ms if instance_query else 0)
+        query = instance_query or parse_query(text)
+        within = query.absence.within_ms if not instance_query and query.absence is not None else 0
+        for window in query.windows.values():
+            needed = window.width_ms + (window.step_ms or window.width_ms if instance_query else 0) + within
             width = max(width, needed)
             streams.update(window.streams())
     return (None if None in streams else frozenset(s for s in streams if s is not None)), width

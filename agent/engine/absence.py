@@ -106,6 +106,11 @@ class AbsenceProduction(Production):
         self.deliver(Match(self.name, dict(zip(self.names, self.getter(token[ROW]))), token[START],
                            waiting.deadline, token))
 
+    def forget(self, waiting: Waiting) -> None:
+        """Drop a waiting match without reporting it (``Engine.forget_deadlines``)."""
+        waiting.done = True
+        self._forget(waiting)
+
     def answer(self, key: object, start: int, end: int) -> None:
         """A match of Q over [start, end]: the timers it answers stop."""
         waiting = self.waiting.get(key)

@@ -49,6 +49,7 @@ from edgewave.shared.vocab import RDF_TYPE
 
 from .beta import BetaNode
 from .epsilon import O, OS, S, SAME, SO, EpsilonNetwork, Link, Schema, derive
+from .absence import AbsenceProduction
 from .match import Match
 from .memories import AlphaMemory
 from .network import Network
@@ -114,6 +115,7 @@ class Engine:
         self._emitted: list[Match] = []
         self.expired_items = 0
         self.expired_tokens = 0
+        self.absences_fired = 0
         self._rebuild()
 
     # -- public API -----------------------------------------------------------------------
@@ -285,7 +287,22 @@ class Engine:
 
     def _fire_due(self, now: int) -> None:
         for waiting in self.network.timers.due(now):
+            self.absences_fired += 1
             waiting.production.expire(waiting)
+
+    def waits(self) -> bool:
+        """True when a registered query has an absence (its matches wait for deadlines)."""
+        return any(isinstance(chain.production, AbsenceProduction) for chain in self.network.chains.values())
+
+    def forget_deadlines(self, through_ms: int) -> int:
+        """Drop the waiting matches whose deadline is at most ``through_ms``, unreported: a
+        restarted agent's replay rebuilds timers that its clock had already fired before the
+        crash (window_journal.py). Returns how many."""
+        dropped = 0
+        for waiting in self.network.timers.due(through_ms + 1):
+            waiting.production.forget(waiting)
+            dropped += 1
+        return dropped
 
     def counters(self) -> dict[str, int]:
         """The running totals, in constant time: what a status message needs.
@@ -299,6 +316,7 @@ class Engine:
             "matches": self.matches,
             "expired_items": self.expired_items,
             "expired_tokens": self.expired_tokens,
+            "absences_fired": self.absences_fired,
             "now": self._now,
         }
 
