@@ -14,9 +14,10 @@ Semantics, precisely:
   streamed triples. With several windows, when the match's last triple arrives every
   triple must still be in its own window: ``end - ts_i <= width(window of triple i)``.
   STEP is not used: matches are emitted continuously, the moment the last triple arrives.
-* **Consumption: unrestricted.** Every distinct combination of contributing triples is one
-  match, emitted once. The other strategies (Sparkwave's "remove a completed partial
-  match", recent, chronological) are not implemented.
+* **Consumption: unrestricted** by default: every distinct combination of contributing
+  triples is one match, emitted once. ``CONSUME RECENT`` and ``CONSUME CHRONOLOGICAL``
+  choose among them (``consumption.py``); Sparkwave's "remove a completed partial match" is
+  not implemented.
 * **Static data** (3.6) lives in alpha memories until removed; it does not widen
   intervals (timestamp -1 in ``Match.triples``). ``add_static``/``remove_static`` work at
   run time; removing a static triple removes every token built on it, so a changed
@@ -207,6 +208,7 @@ class Engine:
         now = self._now
         gc_at = self._gc_at
         timers = self.network.timers
+        deferred = self.network.deferred
         for ts, triple in items:
             self.triples_in += 1
             if ts > now:
@@ -271,7 +273,14 @@ class Engine:
                     for gate, right_activation in memory.activations:
                         if gate is None or key in gate:
                             right_activation(entry, key)
+            if deferred:  # a chronological query chooses among what the triple completed
+                self._settle()
         return emitted
+
+    def _settle(self) -> None:
+        deferred = self.network.deferred
+        while deferred:
+            deferred.pop().settle()
 
     def advance(self, now: int) -> list[Match]:
         """Move stream time forward (no triple): fire the absences whose deadline passed and

@@ -29,6 +29,7 @@ from .match import Match
 from .memories import AlphaMemory
 from .query import Query
 from .absence import AbsenceProduction, AbsenceWatch, Timers
+from .consumption import ChronologicalProduction, RecentLevel, RecentProduction
 from .steps import Step, alpha_ident, compile_steps, order_patterns
 
 
@@ -70,6 +71,9 @@ class Network:
         # Alpha memories read by probes rather than join nodes: ident -> {query: width kept}.
         self.probed: dict[tuple, dict[str, int]] = {}
         self.timers = Timers()  # the deadlines of absences (absence.py)
+        # Productions that chose nothing yet for the triple going through (consumption.py): the
+        # engine settles them once it has gone through.
+        self.deferred: list = []
 
     # -- building -----------------------------------------------------------------------
 
@@ -99,13 +103,33 @@ class Network:
         else:
             steps = compile_steps(query)
             nodes = self._wire(query.name, steps, new_nodes, new_alphas)
-            last = steps[-1]
-            production = Production(query.name, last.uniform, last.user_width, self._projection(query, last),
-                                    self.deliver, self.clock)
+            production = self._production(query, steps, nodes)
             nodes[-1].productions.append(production)
             self.chains[query.name] = Chain(query, nodes, production, steps)
         self._update_widths()
         return new_nodes, new_alphas
+
+    def _production(self, query: Query, steps: list[Step], nodes: list[BetaNode]) -> Production:
+        """The end of a conjunctive query's chain, for its consumption strategy (consumption.py)."""
+        last = steps[-1]
+        projection = self._projection(query, last)
+        if query.consumption == "unrestricted":
+            return Production(query.name, last.uniform, last.user_width, projection, self.deliver, self.clock)
+        if not last.uniform:
+            raise ValueError(f"query {query.name!r}: CONSUME {query.consumption.upper()} needs one window")
+        if query.consumption == "recent":
+            levels = []
+            for level, step in enumerate(steps):
+                elsewhere = {v for other in steps[:level] + steps[level + 1:] for v in other.shape.variables}
+                levels.append(RecentLevel(nodes[level].alpha, tuple(
+                    position for v, position in zip(step.shape.variables, step.shape.positions) if v in elsewhere)))
+            return RecentProduction(query.name, last.user_width, projection, self.deliver, self.clock, levels,
+                                    self.deferred)
+        written = []
+        for step in steps:
+            written.append(next(i for i, tp in enumerate(query.patterns) if tp is step.pattern and i not in written))
+        return ChronologicalProduction(query.name, last.user_width, projection, self.deliver, self.clock, written,
+                                       self.deferred)
 
     @staticmethod
     def _projection(query: Query, last: Step) -> list[tuple[str, int]]:

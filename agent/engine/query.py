@@ -141,6 +141,7 @@ class Query:
     temporal: tuple[TemporalOperator, ...] = ()
     filter_groups: tuple[frozenset[int], ...] = ()
     absence: Absence | None = None
+    consumption: str = "unrestricted"  # or "recent", "chronological" (consumption.py)
 
     def projection(self) -> list[str]:
         """The variables a match reports: the SELECT list, or for SELECT * every named variable.

@@ -431,6 +431,7 @@ class _Parser:
         if not self.lexer.peek().is_punct("{"):
             raise self.expected("'{'" if self.windows or self.streams else "FROM or '{'")
         self.group(window=self.default_window)
+        consumption = self.consume_clause()
         token = self.lexer.peek()
         if token.is_word("VALUES"):
             self.refuse_unsupported(token)
@@ -454,10 +455,14 @@ class _Parser:
             distinct=distinct,
             temporal=tuple(op for op, _ in self.temporal),
             absence=self.absence[0] if self.absence is not None else None,
+            consumption=consumption[0] if consumption else "unrestricted",
             filter_groups=tuple(frozenset(self.group_patterns[g]) for g in self.filter_groups),
         )
         known = set(query.variables())
         self.check_temporal()
+        if consumption and consumption[0] != "unrestricted" and (self.temporal or self.absence):
+            raise self.error("CONSUME RECENT and CHRONOLOGICAL apply to conjunctive patterns, not to temporal "
+                             "operators or absences", consumption[1], ())
         for compiled in compiled_filters:
             # a variable no pattern binds stays unbound (BOUND is false, other uses are errors);
             # the network must not wait for it before evaluating the filter
@@ -467,6 +472,17 @@ class _Parser:
                 raise self.error(f"SELECT variable ?{variable} does not occur in any triple pattern", token,
                                  ("a variable of the WHERE clause",))
         return query
+
+    def consume_clause(self) -> tuple[str, _Token] | None:
+        """``CONSUME UNRESTRICTED|RECENT|CHRONOLOGICAL`` after the WHERE group (consumption.py)."""
+        keyword = self.accept_word("CONSUME")
+        if keyword is None:
+            return None
+        token = self.lexer.peek()
+        if not token.is_word("UNRESTRICTED", "RECENT", "CHRONOLOGICAL"):
+            raise self.expected("UNRESTRICTED, RECENT or CHRONOLOGICAL after CONSUME", token)
+        self.lexer.next()
+        return token.text.lower(), keyword
 
     def prologue(self) -> None:
         while True:

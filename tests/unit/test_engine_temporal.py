@@ -27,11 +27,11 @@ def edgewave_cmd() -> list[str]:
 
 
 def match(tmp_path: Path, where: str, stream: list[tuple[int, str, str, str]], select: str = "*",
-          window: str = "[RANGE PT10S STEP PT1S]") -> list[dict]:
+          window: str = "[RANGE PT10S STEP PT1S]", after: str = "") -> list[dict]:
     """Run `edgewave match` over ``stream`` ((ms, subject, predicate, object) in ex:, objects
     that start with a quote or a digit are literals) and return its matches."""
     query = (f"PREFIX : <{EX}>\nPREFIX xsd: <{XSD}>\nREGISTER RSTREAM <q> AS SELECT {select}\n"
-             f"FROM NAMED WINDOW <w> ON :s {window}\nWHERE {{ WINDOW <w> {{ {where} }} }}\n")
+             f"FROM NAMED WINDOW <w> ON :s {window}\nWHERE {{ WINDOW <w> {{ {where} }} }} {after}\n")
     (tmp_path / "q.rq").write_text(query)
     lines = []
     for ts, s, p, o in stream:
@@ -233,6 +233,27 @@ def test_an_answer_must_match_the_variables_it_shares(tmp_path: Path) -> None:
     assert spans(match(tmp_path, where, stream, window="[RANGE PT1M STEP PT1S]"), "s") == [(1, 0, 30000)]
 
 
+# -- consumption strategies: CONSUME UNRESTRICTED | RECENT | CHRONOLOGICAL
+
+READINGS = [(1000, "s1", "temp", "20"), (2000, "s1", "temp", "21"), (3000, "s1", "in", "1"),
+            (4000, "s1", "temp", "22"), (5000, "s1", "in", "2")]
+
+
+@pytest.mark.parametrize("strategy, expected", [
+    # every combination in the window
+    ("UNRESTRICTED", [(20, 1, 1000, 3000), (20, 2, 1000, 5000), (21, 1, 2000, 3000), (21, 2, 2000, 5000),
+                      (22, 1, 3000, 4000), (22, 2, 4000, 5000)]),
+    # the newest temperature and the newest location only: the sensor's current state
+    ("RECENT", [(21, 1, 2000, 3000), (22, 1, 3000, 4000), (22, 2, 4000, 5000)]),
+    # the oldest unconsumed readings, each used once
+    ("CHRONOLOGICAL", [(20, 1, 1000, 3000), (21, 2, 2000, 5000)]),
+])
+def test_each_consumption_strategy_reports_the_combinations_it_defines(tmp_path: Path, strategy: str,
+                                                                      expected: list) -> None:
+    found = match(tmp_path, "?s :temp ?t . ?s :in ?room", READINGS, after=f"CONSUME {strategy}")
+    assert spans(found, "t", "room") == expected
+
+
 # -- what is refused, with the reason
 
 @pytest.mark.parametrize("where, message", [
@@ -253,6 +274,8 @@ def test_an_answer_must_match_the_variables_it_shares(tmp_path: Path) -> None:
      "cannot be combined with temporal operators"),
     ("?d :opened ?o FILTER NOT EXISTS { WINDOW <w> { ?d :closed ?c } } WITHIN PT1S",
      "needs a triple pattern over a stream beside it"),
+    ("WINDOW <w> { { ?d :opened ?o } SEQ { ?d :motion ?m } } } CONSUME RECENT #", "apply to conjunctive patterns"),
+    ("WINDOW <w> { ?d :opened ?o } } CONSUME LATEST #", "expected UNRESTRICTED, RECENT or CHRONOLOGICAL"),
 ])
 def test_what_the_engine_cannot_do_is_refused_where_it_is_written(tmp_path: Path, where: str, message: str) -> None:
     assert message in refused(tmp_path, where)

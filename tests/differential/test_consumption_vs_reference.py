@@ -1,0 +1,49 @@
+"""The consumption strategies against a brute-force reference (consumption_reference.py) on
+generated streams: unrestricted, recent and chronological, with patterns that share value
+variables as well as the subject."""
+from __future__ import annotations
+
+from collections import Counter
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from edgewave.agent.engine import Engine
+from edgewave.agent.engine.rspql import parse_query
+
+from .consumption_reference import ConsumptionSpec, consumption_matches
+from .temporal_reference import engine_key, triple
+
+
+@st.composite
+def specs(draw) -> ConsumptionSpec:
+    patterns = tuple((draw(st.sampled_from("ab")), draw(st.sampled_from(["v0", "v1", "v2"])))
+                     for _ in range(draw(st.integers(1, 3))))
+    return ConsumptionSpec(patterns, draw(st.sampled_from(["unrestricted", "recent", "chronological"])),
+                           draw(st.sampled_from([2000, 3000, 5000])))
+
+
+@st.composite
+def streams(draw) -> list[tuple[int, str, str, int]]:
+    """Distinct timestamps: chronological's order among equal ones is the engine's (documented)."""
+    ts = 0
+    out = []
+    for _ in range(draw(st.integers(1, 9))):
+        ts += draw(st.sampled_from([1, 500, 1000, 2000]))
+        out.append((ts, draw(st.sampled_from("xxy")), draw(st.sampled_from("ab")), draw(st.integers(0, 1))))
+    return out
+
+
+def engine_matches(spec: ConsumptionSpec, stream) -> Counter:
+    found: Counter = Counter()
+    engine = Engine(on_match=lambda m: found.update([engine_key(m)]))
+    engine.add_query(parse_query(spec.text()))
+    for item in stream:
+        engine.push(triple(item), item[0], stream="http://ex.org/s")
+    return found
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(specs(), streams())
+def test_consumption_strategies_equal_the_reference(spec: ConsumptionSpec, stream) -> None:
+    assert engine_matches(spec, stream) == consumption_matches(spec, stream), (spec.text(), stream)
