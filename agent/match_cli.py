@@ -37,7 +37,9 @@ per line on stdout for a continuous match, ``{"query": name, "window": {"start":
 reported instance of a per-instance query (an unbound variable is absent from its row;
 the instances still holding triples at the end of the input are closed then), written in
 batches. On stderr, a summary (key=value): triples in,
-entailed, matches, triples/s, peak memory, and malformed lines (the first ten with their
+entailed, matches, triples/s, peak memory, the triples chained rules made (``derived``) and
+the matches too deep to make any (``derivations_cut``), the absences fired, and malformed
+lines (the first ten with their
 line numbers and reasons, and the total). Malformed lines never stop the run.
 Exit status: 0 after a run, 2 for unusable arguments (a missing file, a bad query or
 schema).
@@ -322,7 +324,9 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], hold: list | None 
         f"edgewave match: triples_in={engine.triples_in} entailed={engine.entailed} "
         f"matches={engine.matches} malformed={len(stream_errors)} static={len(engine.static_triples())} "
         f"seconds={seconds:.3f} triples_per_s={rate:.0f} total_seconds={finished - started:.3f} "
-        f"peak_memory_mb={peak_mb:.1f} entailment={'off' if args.no_entailment else 'on'} {per_query}",
+        f"peak_memory_mb={peak_mb:.1f} entailment={'off' if args.no_entailment else 'on'} "
+        f"derived={engine.derived_triples} derivations_cut={engine.network.derivations_cut} "
+        f"absences_fired={engine.absences_fired} {per_query}",
         file=err,
     )
     return 0

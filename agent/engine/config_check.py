@@ -25,6 +25,7 @@ from .engine import Engine
 from .per_instance.front import InstanceQuery, parse_for_evaluation
 from .per_instance.reporting import DEFAULT_POLICY, ReportPolicy
 from .query import QuerySyntaxError
+from .steps import stream_key
 
 DEFAULT_LIMITS = DocumentLimits()
 
@@ -76,9 +77,17 @@ def check_config_document(text: str, fmt: str, *, limits: DocumentLimits | None 
     instance_queries: dict[str, InstanceQuery] = {}
     reports: dict[str, str] = {}
     trial = Engine(schema=list(doc.schema), entailment=entailment, on_match=lambda m: None)
+    parsed: dict[str, object] = {}
     for label, query_text in sorted(doc.patterns.items()):
         try:
-            query = parse_for_evaluation(query_text)
+            parsed[label] = parse_for_evaluation(query_text)
+        except QuerySyntaxError:
+            pass  # refused below, in its turn
+    # The streams chained rules of this document make (rules.py) are streams patterns may read.
+    made = {stream_key(q.name) for q in parsed.values() if not isinstance(q, InstanceQuery) and q.construct}
+    for label, query_text in sorted(doc.patterns.items()):
+        try:
+            query = parsed[label] if label in parsed else parse_for_evaluation(query_text)
         except QuerySyntaxError as exc:
             raise ConfigRejected(f"parse error in pattern {label} at line {exc.line} column {exc.column}: "
                                  f"{exc.message or exc}") from exc
@@ -97,7 +106,7 @@ def check_config_document(text: str, fmt: str, *, limits: DocumentLimits | None 
         if knows_stream is not None:
             for window in query.windows.values():
                 for stream in window.streams():
-                    if not knows_stream(stream):
+                    if not knows_stream(stream) and stream_key(stream) not in made:
                         raise ConfigRejected(f"unknown stream {stream} in pattern {query.name}: "
                                              "no input.streams entry or default_stream rule reaches it")
         alert = doc.alerts.get(label)

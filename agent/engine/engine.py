@@ -117,6 +117,8 @@ class Engine:
         self.expired_items = 0
         self.expired_tokens = 0
         self.absences_fired = 0
+        self.derived_triples = 0
+        self._deriving = False
         self._rebuild()
 
     # -- public API -----------------------------------------------------------------------
@@ -190,8 +192,11 @@ class Engine:
         feeds the same items both ways and compares memories and matches). ``on_match`` must
         not add or remove queries meanwhile.
         """
-        emitted: list[Match] = []
-        self._emitted = emitted
+        if self._deriving:
+            emitted = self._emitted  # a rule's triples, pushed inside the push that made them
+        else:
+            emitted = []
+            self._emitted = emitted
         if stream is None:
             table = self._all
         else:
@@ -209,6 +214,7 @@ class Engine:
         gc_at = self._gc_at
         timers = self.network.timers
         deferred = self.network.deferred
+        derived = self.network.derived
         for ts, triple in items:
             self.triples_in += 1
             if ts > now:
@@ -275,7 +281,21 @@ class Engine:
                             right_activation(entry, key)
             if deferred:  # a chronological query chooses among what the triple completed
                 self._settle()
+            if derived:  # a rule made triples: they go through now, before the next triple
+                self._push_derived()
         return emitted
+
+    def _push_derived(self) -> None:
+        queue = self.network.derived
+        outer, self._deriving = self._deriving, True
+        try:
+            while queue:
+                stream, ts, triples = queue.pop(0)
+                self.derived_triples += len(triples)
+                self.push_many([(ts, t) for t in triples], stream)
+                self.triples_in -= len(triples)  # triples_in counts what was pushed from outside
+        finally:
+            self._deriving = outer
 
     def _settle(self) -> None:
         deferred = self.network.deferred
@@ -326,6 +346,8 @@ class Engine:
             "expired_items": self.expired_items,
             "expired_tokens": self.expired_tokens,
             "absences_fired": self.absences_fired,
+            "derived_triples": self.derived_triples,
+            "derivations_cut": self.network.derivations_cut,
             "now": self._now,
         }
 
@@ -368,6 +390,9 @@ class Engine:
             self.on_match(match)
 
     def _collect(self, now: int) -> None:
+        network = self.network
+        if len(network.depths) > network.depths_kept:
+            network.forget_depths(now)
         for alpha in self.network.alphas.values():
             if alpha.expiry:
                 self.expired_items += alpha.expire(now)

@@ -30,6 +30,7 @@ from .memories import AlphaMemory
 from .query import Query
 from .absence import AbsenceProduction, AbsenceWatch, Timers
 from .consumption import ChronologicalProduction, RecentLevel, RecentProduction
+from .rules import Rule
 from .steps import Step, alpha_ident, compile_steps, order_patterns
 
 
@@ -74,6 +75,12 @@ class Network:
         # Productions that chose nothing yet for the triple going through (consumption.py): the
         # engine settles them once it has gone through.
         self.deferred: list = []
+        # Triples rules made, (stream, ts, triples), pushed by the engine once the triple going
+        # through has; how deep each made triple is; matches too deep to make any (rules.py).
+        self.derived: list[tuple[str, int, list]] = []
+        self.depths: dict[tuple, int] = {}
+        self.depths_kept = 1024  # the size past which the engine's collection prunes ``depths``
+        self.derivations_cut = 0
 
     # -- building -----------------------------------------------------------------------
 
@@ -96,25 +103,28 @@ class Network:
         new_alphas: list[AlphaMemory] = []
         from . import temporal  # (it compiles with steps.py and builds productions: no cycle at import)
 
+        # A rule's matches also make triples (rules.py): its productions deliver through it.
+        deliver = Rule(query.construct, query.name, self, self.deliver) if query.construct else self.deliver
         if query.absence is not None:
-            self.chains[query.name] = self._add_absence(query, new_nodes, new_alphas)
+            self.chains[query.name] = self._add_absence(query, new_nodes, new_alphas, deliver)
         elif temporal.is_temporal(query):
-            self.chains[query.name] = self._add_temporal(query, new_nodes, new_alphas)
+            self.chains[query.name] = self._add_temporal(query, new_nodes, new_alphas, deliver)
         else:
             steps = compile_steps(query)
             nodes = self._wire(query.name, steps, new_nodes, new_alphas)
-            production = self._production(query, steps, nodes)
+            production = self._production(query, steps, nodes, deliver)
             nodes[-1].productions.append(production)
             self.chains[query.name] = Chain(query, nodes, production, steps)
         self._update_widths()
         return new_nodes, new_alphas
 
-    def _production(self, query: Query, steps: list[Step], nodes: list[BetaNode]) -> Production:
+    def _production(self, query: Query, steps: list[Step], nodes: list[BetaNode],
+                    deliver: Callable[[Match], None]) -> Production:
         """The end of a conjunctive query's chain, for its consumption strategy (consumption.py)."""
         last = steps[-1]
         projection = self._projection(query, last)
         if query.consumption == "unrestricted":
-            return Production(query.name, last.uniform, last.user_width, projection, self.deliver, self.clock)
+            return Production(query.name, last.uniform, last.user_width, projection, deliver, self.clock)
         if not last.uniform:
             raise ValueError(f"query {query.name!r}: CONSUME {query.consumption.upper()} needs one window")
         if query.consumption == "recent":
@@ -123,12 +133,12 @@ class Network:
                 elsewhere = {v for other in steps[:level] + steps[level + 1:] for v in other.shape.variables}
                 levels.append(RecentLevel(nodes[level].alpha, tuple(
                     position for v, position in zip(step.shape.variables, step.shape.positions) if v in elsewhere)))
-            return RecentProduction(query.name, last.user_width, projection, self.deliver, self.clock, levels,
+            return RecentProduction(query.name, last.user_width, projection, deliver, self.clock, levels,
                                     self.deferred)
         written = []
         for step in steps:
             written.append(next(i for i, tp in enumerate(query.patterns) if tp is step.pattern and i not in written))
-        return ChronologicalProduction(query.name, last.user_width, projection, self.deliver, self.clock, written,
+        return ChronologicalProduction(query.name, last.user_width, projection, deliver, self.clock, written,
                                        self.deferred)
 
     @staticmethod
@@ -174,7 +184,8 @@ class Network:
             parent = node
         return nodes
 
-    def _add_temporal(self, query: Query, new_nodes: list[BetaNode], new_alphas: list[AlphaMemory]) -> Chain:
+    def _add_temporal(self, query: Query, new_nodes: list[BetaNode], new_alphas: list[AlphaMemory],
+                      deliver: Callable[[Match], None]) -> Chain:
         """The chains of a query with temporal operators (``temporal.py``), each ending in a
         ``TemporalProduction``; the alpha memories of the optional parts a chain leaves out
         are kept for the window, for its probes."""
@@ -198,7 +209,7 @@ class Network:
                 if chain is not None:
                     chain.probed += zip(alphas, tail)
             production = temporal.TemporalProduction(
-                query.name, last.user_width, self._projection(query, last), self.deliver, self.clock,
+                query.name, last.user_width, self._projection(query, last), deliver, self.clock,
                 temporal.variant_test(query, variant, dict(last.slots)), probes)
             nodes[-1].productions.append(production)
             if chain is None:
@@ -208,7 +219,8 @@ class Network:
         assert chain is not None
         return chain
 
-    def _add_absence(self, query: Query, new_nodes: list[BetaNode], new_alphas: list[AlphaMemory]) -> Chain:
+    def _add_absence(self, query: Query, new_nodes: list[BetaNode], new_alphas: list[AlphaMemory],
+                     deliver: Callable[[Match], None]) -> Chain:
         """The two chains of a query with ``FILTER NOT EXISTS { Q } WITHIN D`` (absence.py):
         its other patterns, whose matches start timers, and Q, whose matches answer them."""
         absence = query.absence
@@ -224,7 +236,7 @@ class Network:
         shared = sorted(set(waited[-1].slots) & set(watched[-1].slots))
         nodes = self._wire(query.name, waited, new_nodes, new_alphas)
         last = waited[-1]
-        production = AbsenceProduction(query.name, last.user_width, self._projection(query, last), self.deliver,
+        production = AbsenceProduction(query.name, last.user_width, self._projection(query, last), deliver,
                                        self.clock, self.timers, absence.within_ms,
                                        tuple(last.slots[v] for v in shared))
         nodes[-1].productions.append(production)
@@ -233,6 +245,12 @@ class Network:
                              tuple(watched[-1].slots[v] for v in shared))
         watch_nodes[-1].productions.append(watch)
         return Chain(query, nodes, production, waited, [(watch_nodes, watch, watched)])
+
+    def forget_depths(self, now: int) -> None:
+        """The depths of made triples that left every window: no match can hold them any more."""
+        cutoff = now - max((node.width for node in self.nodes.values()), default=0)
+        self.depths = {key: depth for key, depth in self.depths.items() if key[1] >= cutoff}
+        self.depths_kept = max(1024, 2 * len(self.depths))
 
     def remove(self, name: str) -> list[AlphaMemory]:
         """Unwire a query; shared nodes keep their state. Returns the removed memories."""

@@ -142,6 +142,9 @@ class Query:
     filter_groups: tuple[frozenset[int], ...] = ()
     absence: Absence | None = None
     consumption: str = "unrestricted"  # or "recent", "chronological" (consumption.py)
+    # A chained rule (rules.py): the CONSTRUCT template whose triples re-enter the engine on
+    # the stream the query's name names; variables named ``?_:...`` are fresh blank nodes.
+    construct: tuple[TriplePattern, ...] = ()
 
     def projection(self) -> list[str]:
         """The variables a match reports: the SELECT list, or for SELECT * every named variable.

@@ -339,6 +339,7 @@ class _Parser:
         self.temporal: list[tuple[TemporalOperator, _Token]] = []
         self.absence: tuple[Absence, _Token] | None = None
         self.current_window: str | None = None  # the window of the group being read
+        self.construct_token: _Token | None = None  # where a rule's CONSTRUCT was written
         self.blank_node_groups: dict[str, int] = {}  # _:label -> the group it belongs to
         self.anon = 0
         self.default_window: str | None = None  # the C-SPARQL window, when FROM STREAM is used
@@ -418,12 +419,17 @@ class _Parser:
             self.expect_word("AS")
             self.prologue()
         token = self.lexer.peek()
-        if token.is_word("ASK", "CONSTRUCT", "DESCRIBE"):
-            raise self.error(f"{token.text.upper()} queries are not supported: a pattern is a SELECT query", token,
-                             ("SELECT",))
-        if not token.is_word("SELECT"):
-            raise self.expected("SELECT" if registered else "REGISTER, PREFIX or SELECT")
-        distinct, select = self.select_clause()
+        construct: list[TriplePattern] = []
+        if token.is_word("CONSTRUCT") and registered:
+            construct = self.construct_template()
+            distinct, select = False, []
+        else:
+            if token.is_word("ASK", "CONSTRUCT", "DESCRIBE"):
+                raise self.error(f"{token.text.upper()} queries are not supported: a pattern is a SELECT query "
+                                 "(or a rule, REGISTER RSTREAM <stream> AS CONSTRUCT ...)", token, ("SELECT",))
+            if not token.is_word("SELECT"):
+                raise self.expected("SELECT" if registered else "REGISTER, PREFIX or SELECT")
+            distinct, select = self.select_clause()
         while self.lexer.peek().is_word("FROM"):
             self.dataset_clause()
         self.finish_default_window()
@@ -456,6 +462,7 @@ class _Parser:
             temporal=tuple(op for op, _ in self.temporal),
             absence=self.absence[0] if self.absence is not None else None,
             consumption=consumption[0] if consumption else "unrestricted",
+            construct=tuple(construct),
             filter_groups=tuple(frozenset(self.group_patterns[g]) for g in self.filter_groups),
         )
         known = set(query.variables())
@@ -467,11 +474,43 @@ class _Parser:
             # a variable no pattern binds stays unbound (BOUND is false, other uses are errors);
             # the network must not wait for it before evaluating the filter
             compiled.variables = compiled.variables & known
+        for variable in pattern_variables(construct):
+            if variable not in known and not variable.startswith("_:"):
+                raise self.error(f"the CONSTRUCT template's ?{variable} does not occur in the WHERE clause",
+                                 self.construct_token, ("a variable of the WHERE clause",))
         for variable, token in select:
             if variable not in known:
                 raise self.error(f"SELECT variable ?{variable} does not occur in any triple pattern", token,
                                  ("a variable of the WHERE clause",))
         return query
+
+    def construct_template(self) -> list[TriplePattern]:
+        """``CONSTRUCT { triples }`` of a chained rule (rules.py): the template's triples, blank
+        nodes as ``?_:`` variables (fresh per match)."""
+        self.construct_token = self.lexer.next()
+        self.enter(self.expect_punct("{"))
+        self.groups_opened += 1
+        self.groups.append(self.groups_opened)
+        first = len(self.patterns)
+        while not self.accept_punct("}"):
+            token = self.lexer.peek()
+            if not (token.kind in _TRIPLE_START or token.is_punct("[")):
+                raise self.expected("a triple or '}' in the CONSTRUCT template", token)
+            self.triples(None)
+            if not self.accept_punct("."):
+                self.expect_punct("}", "'.' or '}'")
+                break
+        self.groups.pop()
+        self.leave()
+        template = self.patterns[first:]
+        del self.patterns[first:]
+        if not template:
+            raise self.error("the CONSTRUCT template is empty", self.construct_token, ("a triple",))
+        for tp in template:
+            if isinstance(tp.s, TriplePattern) or isinstance(tp.o, TriplePattern) or is_var(tp.p):
+                raise self.error("a CONSTRUCT template triple needs a constant predicate and no quoted triple",
+                                 self.construct_token, ())
+        return template
 
     def consume_clause(self) -> tuple[str, _Token] | None:
         """``CONSUME UNRESTRICTED|RECENT|CHRONOLOGICAL`` after the WHERE group (consumption.py)."""

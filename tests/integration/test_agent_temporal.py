@@ -1,5 +1,5 @@
-"""Temporal patterns pushed to a running agent, on real brokers: an ordered pair (SEQ) and a
-silent sensor (an absence with a timer), through agent crashes.
+"""Temporal patterns pushed to a running agent, on real brokers: an ordered pair (SEQ), a
+silent sensor (an absence with a timer), through agent crashes, and a chained rule.
 
 The real ``edgewave-agent run`` gets a config document pushed on the cloud broker; sensors
 publish N-Triples messages, QoS 1, to its local broker; a watcher on the cloud broker
@@ -29,6 +29,13 @@ ENTRY = PREFIXES + f"""REGISTER RSTREAM <entry> AS SELECT ?door ?zone
 FROM NAMED WINDOW <w> ON {STREAM} [RANGE PT3S STEP PT1S]
 WHERE {{ WINDOW <w> {{ {{ ?door ex:opened ?t }} SEQ {{ ?door ex:motionIn ?zone }} }} }}"""
 
+HOT = PREFIXES + f"""REGISTER RSTREAM <http://example.org/hot-rooms> AS CONSTRUCT {{ ?room ex:hotIn ?building }}
+FROM NAMED WINDOW <w> ON {STREAM} [RANGE PT3S STEP PT1S]
+WHERE {{ WINDOW <w> {{ ?room ex:temp ?t . ?room ex:in ?building FILTER(?t > 50) }} }}"""
+BUILDING = PREFIXES + """REGISTER RSTREAM <building> AS SELECT ?building ?a ?b
+FROM NAMED WINDOW <w> ON <http://example.org/hot-rooms> [RANGE PT3S STEP PT1S]
+WHERE { WINDOW <w> { ?a ex:hotIn ?building . ?b ex:hotIn ?building FILTER(STR(?a) < STR(?b)) } }"""
+
 
 def beat(sensor: str, n: int) -> bytes:
     return f'<{EX}{sensor}> <{EX}heartbeat> "{n}"^^<{XSD}integer> .\n'.encode()
@@ -45,12 +52,25 @@ def rig(tmp_path, mqtt_broker, mqtt_broker2):
     cloud = Publisher(mqtt_broker2, "test-cloud-publisher")
     sensors = Publisher(mqtt_broker, "test-sensor")
     agent = AgentProcess(tmp_path / "agent", mqtt_broker, mqtt_broker2, {"significance": {"enabled": False}}).start()
-    push_config(cloud, 1, config_document(1, patterns={"silent": SILENT, "entry": ENTRY}))
+    push_config(cloud, 1, config_document(1, patterns={"silent": SILENT, "entry": ENTRY, "hot": HOT,
+                                                       "building": BUILDING}))
     assert watcher.wait_ack(1)["status"] == "applied", watcher.ack_for(1)
     yield agent, sensors, watcher
     agent.stop()
     for client in (watcher, cloud, sensors):
         client.close()
+
+
+def test_a_chained_rule_makes_a_building_alert_from_two_hot_rooms(rig) -> None:
+    agent, sensors, watcher = rig
+    for room, temp in (("r1", 60), ("r2", 20), ("r3", 70)):
+        sensors.publish(f"ew/in/fire/{room}", f"<{EX}{room}> <{EX}in> <{EX}house> .\n"
+                        f'<{EX}{room}> <{EX}temp> "{temp}"^^<{XSD}integer> .\n'.encode())
+        time.sleep(0.1)
+    [alert] = wait_for(lambda: events_of(watcher, "building"), 15, "the building alert")
+    assert (bindings_dict(alert)["a"], bindings_dict(alert)["b"]) == (f"<{EX}r1>", f"<{EX}r3>")
+    made = events_of(watcher, "http://example.org/hot-rooms")       # the rule's own matches go up too
+    assert sorted(bindings_dict(m)["room"] for m in made) == [f"<{EX}r1>", f"<{EX}r3>"]
 
 
 def test_an_ordered_pair_and_a_silent_sensor_fire_on_time_with_no_other_traffic(rig) -> None:

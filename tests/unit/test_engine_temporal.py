@@ -254,6 +254,78 @@ def test_each_consumption_strategy_reports_the_combinations_it_defines(tmp_path:
     assert spans(found, "t", "room") == expected
 
 
+# -- chained rules: REGISTER RSTREAM <stream> AS CONSTRUCT { ... } WHERE { ... }
+
+def run_queries(tmp_path: Path, queries: list[str], lines: list[str]) -> tuple[list[dict], str]:
+    """`edgewave match` with several query files over a stream of N-Triples lines; (matches, summary)."""
+    args = []
+    for n, text in enumerate(queries):
+        (tmp_path / f"q{n}.rq").write_text(f"PREFIX : <{EX}>\nPREFIX xsd: <{XSD}>\n" + text)
+        args += ["--query", str(tmp_path / f"q{n}.rq")]
+    (tmp_path / "s.tsv").write_text("\n".join(lines) + "\n")
+    done = subprocess.run([*edgewave_cmd(), "match", *args, "--stream", f"{EX}s={tmp_path / 's.tsv'}"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()], done.stderr
+
+
+def line(ts: int, s: str, p: str, o: str) -> str:
+    obj = f'"{o}"^^<{XSD}integer>' if o[0].isdigit() else f"<{EX}{o}>"
+    return f"{ts}\t<{EX}{s}> <{EX}{p}> {obj} ."
+
+
+def test_a_rule_makes_triples_another_pattern_matches_a_building_alert(tmp_path: Path) -> None:
+    hot = ("REGISTER RSTREAM <http://ex.org/hot-rooms> AS CONSTRUCT { ?room :hotIn ?building }\n"
+           "FROM NAMED WINDOW <w> ON :s [RANGE PT1M STEP PT1S]\n"
+           "WHERE { WINDOW <w> { ?room :temp ?t . ?room :in ?building FILTER(?t > 50) } }")
+    alert = ("REGISTER RSTREAM <building-alert> AS SELECT ?building ?a ?b ?c\n"
+             "FROM NAMED WINDOW <w> ON <http://ex.org/hot-rooms> [RANGE PT1M STEP PT1S]\n"
+             "WHERE { WINDOW <w> { ?a :hotIn ?building . ?b :hotIn ?building . ?c :hotIn ?building\n"
+             "FILTER(STR(?a) < STR(?b) && STR(?b) < STR(?c)) } }")
+    lines = [line(0, r, "in", "house") for r in ("r1", "r2", "r3", "r4")]
+    lines += [line(1000, "r1", "temp", "60"), line(2000, "r2", "temp", "20"), line(3000, "r3", "temp", "70"),
+              line(4000, "r4", "temp", "55")]
+    found, summary = run_queries(tmp_path, [hot, alert], lines)
+    alerts = [m for m in found if m["pattern"] == "building-alert"]
+    # three hot rooms of one building: r1, r3 and r4, alerted when the third became hot
+    assert [(m["bindings"]["a"], m["bindings"]["b"], m["bindings"]["c"], m["start"], m["end"]) for m in alerts] == [
+        (f"<{EX}r1>", f"<{EX}r3>", f"<{EX}r4>", 1000, 4000)]
+    assert len([m for m in found if m["pattern"] == "http://ex.org/hot-rooms"]) == 3
+    assert "derived=3 " in summary and "triples_in=8 " in summary, summary
+
+
+def test_paper_query_4_downgrades_made_by_a_rule_feed_query_2(tmp_path: Path) -> None:
+    rule = ("REGISTER RSTREAM <http://ex.org/downgrades> AS CONSTRUCT { ?company :downratedBy ?agency }\n"
+            "FROM NAMED WINDOW <w> ON :s [RANGE P30D STEP P1D]\n"
+            "WHERE { WINDOW <w> { { ?r1 :rater ?agency ; :rated ?company ; :score ?s1 } SEQ\n"
+            "{ ?r2 :rater ?agency ; :rated ?company ; :score ?s2 } FILTER(?s2 < ?s1) } }")
+    crash = ("REGISTER RSTREAM <crash> AS SELECT ?company ?agency\n"
+             "FROM STREAM :s [RANGE 30d STEP 1d] FROM STREAM <http://ex.org/downgrades> [RANGE 30d STEP 1d]\n"
+             "WHERE { { ?company :downratedBy ?agency } OPTIONALSEQ\n"
+             "{ { ?company :price ?p1 } SEQ { ?company :price ?p2 } FILTER(?p2 < ?p1 * 0.5) } }")
+    rating = [(1, "q1", "moodys", "acme", "5"), (3, "q2", "moodys", "acme", "3"),   # a downgrade on day 3
+              (5, "q3", "fitch", "bolt", "3"), (7, "q4", "fitch", "bolt", "4")]   # an upgrade: none
+    lines = []
+    for day, r, agency, company, score in rating:
+        lines += [line(day * DAY, r, "rater", agency), line(day * DAY, r, "rated", company),
+                  line(day * DAY, r, "score", score)]
+    lines += [line(2 * DAY, "bolt", "price", "100"), line(4 * DAY, "acme", "price", "100"),
+              line(5 * DAY + 1, "bolt", "price", "45"), line(6 * DAY, "acme", "price", "40")]
+    found, _ = run_queries(tmp_path, [rule, crash], sorted(lines, key=lambda text: int(text.split("\t")[0])))
+    assert [(m["bindings"]["company"], m["bindings"]["agency"]) for m in found
+            if m["pattern"] == "http://ex.org/downgrades"] == [(f"<{EX}acme>", f"<{EX}moodys>")]
+    assert sorted((m["bindings"]["company"], m["bindings"].get("agency")) for m in found if m["pattern"] == "crash") \
+        == [(f"<{EX}acme>", f"<{EX}moodys>"), (f"<{EX}bolt>", None)]
+
+
+def test_a_rule_that_feeds_itself_stops_at_the_depth_bound(tmp_path: Path) -> None:
+    echo = ("REGISTER RSTREAM <http://ex.org/s> AS CONSTRUCT { ?x :p ?y }\n"
+            "FROM NAMED WINDOW <w> ON :s [RANGE PT1M STEP PT1S] WHERE { WINDOW <w> { ?x :p ?y } }")
+    found, summary = run_queries(tmp_path, [echo], [line(1000, "a", "p", "b")])
+    # the input triple and its copies down to depth 8, then one match too deep to make any
+    assert len(found) == 9 and "derived=8 " in summary and "derivations_cut=1 " in summary, summary
+
+
 # -- what is refused, with the reason
 
 @pytest.mark.parametrize("where, message", [
