@@ -195,8 +195,37 @@ def _friends(site: Site, by_kind: dict[str, list[Reading]]) -> Iterable[Expected
                         "obs1": a.observation, "obs2": b.observation})
 
 
+# The silent-sensor query (configs/scenarios/silent-sensor.rq): a CO2 sensor with no reading
+# for this long after one.
+SILENCE_MS = 45_000
+
+
+def _silent_sensor(site: Site, by_kind: dict[str, list[Reading]], stream_end: int) -> Iterable[ExpectedMatch]:
+    """Each CO2 reading not followed by another of its sensor within ``SILENCE_MS``, reported
+    at its deadline, provided the stream goes on past it (a later reading of the gateway
+    moves the clock there; the end of a recording is no silence)."""
+    by_sensor: dict[str, list[Reading]] = defaultdict(list)
+    for r in by_kind["co2"]:
+        by_sensor[r.sensor.iri].append(r)
+    for sensor, rows in by_sensor.items():
+        rows.sort(key=lambda r: r.ms)
+        for last, following in zip(rows, rows[1:] + [None]):
+            deadline = last.ms + SILENCE_MS
+            gap = (following.ms if following is not None else stream_end) - last.ms
+            if following is not None and abs(gap - SILENCE_MS) <= AMBIGUITY_MS:
+                raise AmbiguousScenario(f"silent-sensor: {sensor} has a gap of {gap} ms after {last.observation}, "
+                                        f"within {AMBIGUITY_MS} ms of {SILENCE_MS} ms")
+            if gap > SILENCE_MS and deadline < stream_end:
+                yield ExpectedMatch(gateway=site.gateway, pattern="silent-sensor", start=last.ms, end=deadline,
+                                    bindings={"sensor": sensor, "lastObs": last.observation},
+                                    entailment=last.sensor.dialect != "sosa",
+                                    # what fires is the silence, which only a scenario makes
+                                    background=False, events=(last.event,) if last.event is not None else ())
+
+
 def ground_truth(sites: list[Site], readings: Iterable[Reading]) -> list[ExpectedMatch]:
-    """Every match the four example patterns must report over ``readings``."""
+    """Every match the example patterns (and the scenarios' silent-sensor query) must report
+    over ``readings``."""
     per_site: dict[str, dict[str, list[Reading]]] = {
         site.gateway: defaultdict(list) for site in sites
     }
@@ -208,6 +237,9 @@ def ground_truth(sites: list[Site], readings: Iterable[Reading]) -> list[Expecte
         by_kind = per_site[site.gateway]
         for rule in (_fire, _intrusion, _patient, _friends):
             out.extend(rule(site, by_kind))
+        times = [r.ms for rows in by_kind.values() for r in rows]  # every reading moves the clock
+        if times:
+            out.extend(_silent_sensor(site, by_kind, max(times)))
     out.sort(key=lambda m: (m.gateway, m.end, m.start, m.pattern, sorted(m.bindings.items())))
     return out
 

@@ -1,7 +1,8 @@
 """Acceptance: for each scenario, `edgewave match` over the recorded stream reports exactly
 the ground truth's matches, and the ones that need entailment are missed without it; and
 the per-instance queries (co2-per-room, silent-rooms) report exactly the rows of the
-instance ground truth, window instance by window instance.
+instance ground truth, window instance by window instance. The queries kept beside the
+scenarios (configs/scenarios/*.rq: silent-rooms, and the silent-sensor absence) run too.
 
 The ground truth comes from `edgewave-sim record --truth --instance-truth` (computed from
 the injected and background readings, not from the engine); the results from the engine's
@@ -190,6 +191,8 @@ def test_scenarios_are_counted_as_designed(tmp_path: Path) -> None:
         ("intrusion", "gw1", "intrusion", False): 1,
         ("patient-episode", "gw1", "abnormal-patient", True): 2,
         ("patient-episode", "gw1", "abnormal-patient", False): 1,
+        ("co2-per-room", "gw1", "silent-sensor", False): 2,
+        ("co2-per-room", "gw2", "silent-sensor", True): 1,
     }
 
 
@@ -217,7 +220,11 @@ def test_co2_scenario_per_instance_rows_equal_the_ground_truth(tmp_path: Path) -
     for gateway in ("gw1", "gw2"):
         instances: list[dict] = []
         stream, truth = record(tmp_path, gateway, CO2_SCENARIO, instances=instances)
-        assert truth == []   # no continuous pattern is meant to fire
+        # of the continuous patterns, only the silent sensors fire: gw1's rooms 5 (60 s) and 7
+        # (50 s), gw2's ACME room 6 (120 s); its 45 s timer runs from each one's last reading
+        assert sorted(row["bindings"]["sensor"].rsplit("/", 1)[1].rstrip(">") for row in truth) == \
+            {"gw1": ["room5-co2", "room7-co2"], "gw2": ["room6-co2"]}[gateway]
+        assert all(row["pattern"] == "silent-sensor" and row["end"] - row["start"] == 45_000 for row in truth)
         static = gateway_static(tmp_path, gateway)
         got = reported_instances(run_match(stream, static))
         want = expected_instances(instances)
