@@ -214,7 +214,7 @@ class Engine:
         gc_at = self._gc_at
         timers = self.network.timers
         deferred = self.network.deferred
-        derived = self.network.derived
+        made = self.network.derived  # (not ``derived``: the loop below names an entailed triple so)
         for ts, triple in items:
             self.triples_in += 1
             if ts > now:
@@ -281,7 +281,7 @@ class Engine:
                             right_activation(entry, key)
             if deferred:  # a chronological query chooses among what the triple completed
                 self._settle()
-            if derived:  # a rule made triples: they go through now, before the next triple
+            if made:  # a rule made triples: they go through now, before the next triple
                 self._push_derived()
         return emitted
 
