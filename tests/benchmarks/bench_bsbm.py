@@ -98,7 +98,9 @@ def _cli(args: list[str], stdin_lines=None, program: list[str] | None = None) ->
         count = 0
         for line in out:
             count += 1
-            offers.add(json.loads(line)["bindings"]["offer"])
+            offer = json.loads(line).get("bindings", {}).get("offer")
+            if offer is not None:
+                offers.add(offer)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     summary = dict(re.findall(r"(\w+)=([\w.]+)", err.strip().splitlines()[-1]))
     triples = int(summary["triples_in"])
