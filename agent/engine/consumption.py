@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 from .beta import Production
 from .match import Match
 from .memories import AlphaMemory, key_reader
-from .tokens import END, NO_START, ROW, START, TIME, VALUES, Entry, Token, chain_entries
+from .tokens import END, NO_START, ROW, SOURCE, START, TIME, TRIPLE, VALUES, Entry, Token, chain_entries
 
 STRATEGIES = ("unrestricted", "recent", "chronological")
 
@@ -94,6 +94,13 @@ class RecentProduction(Production):
                 self.deliver(Match(self.name, dict(zip(self.names, self.getter(token[ROW]))), start, end, token))
 
 
+def _arrival(entry: Entry) -> tuple:
+    """Which arrival an entry comes from: the streamed triple (the one it was entailed from,
+    if it was) and its time. One arrival may sit in several memories, as several entries
+    (two patterns of a query, or a triple and what it entails): consuming it consumes all."""
+    return (entry[SOURCE] if len(entry) > SOURCE else entry[TRIPLE], entry[TIME])
+
+
 class ChronologicalProduction(Production):
     """``chronological``: of the matches one triple completes, the oldest, whose triples are
     then consumed for this query."""
@@ -107,7 +114,7 @@ class ChronologicalProduction(Production):
         self.written = tuple(written)  # per level, the pattern's place in the query's text
         self.deferred = deferred       # the network's list of productions to settle
         self.candidates: list[tuple[tuple[int, ...], Token, list[Entry]]] = []
-        self.consumed: dict[int, Entry] = {}  # id -> entry (kept, so the id stays its own)
+        self.consumed: dict[tuple, int] = {}  # the arrivals consumed (``_arrival``) -> their time
         self.prune_at = 1024
 
     def fire(self, token: Token) -> None:
@@ -116,7 +123,7 @@ class ChronologicalProduction(Production):
             return
         entries = chain_entries(token)
         consumed = self.consumed
-        if consumed and any(id(e) in consumed for e in entries):
+        if consumed and any(_arrival(e) in consumed for e in entries):
             return
         times = [0] * len(entries)
         for place, entry in zip(self.written, entries):
@@ -131,7 +138,7 @@ class ChronologicalProduction(Production):
         times, token, entries = min(candidates, key=lambda candidate: candidate[0])
         for entry in entries:
             if entry[TIME] >= 0:
-                self.consumed[id(entry)] = entry
+                self.consumed[_arrival(entry)] = entry[TIME]
         start, end = token[START], token[END]
         if start == NO_START:
             start = end = -1
@@ -143,7 +150,7 @@ class ChronologicalProduction(Production):
     def _forget_old(self, now: int) -> None:
         """Consumed triples that left the window can be in no match any more."""
         cutoff = now - self.width
-        self.consumed = {key: entry for key, entry in self.consumed.items() if entry[TIME] >= cutoff}
+        self.consumed = {key: ts for key, ts in self.consumed.items() if ts >= cutoff}
         self.prune_at = max(1024, 2 * len(self.consumed))
 
 

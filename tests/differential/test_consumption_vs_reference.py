@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from edgewave.agent.engine import Engine
@@ -43,7 +43,10 @@ def engine_matches(spec: ConsumptionSpec, stream) -> Counter:
     return found
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(specs(), streams())
+# one arrival read by two patterns through two alpha memories: consumed for both
+@example(ConsumptionSpec((("b", "v0"), ("a", "v0"), ("a", "v1")), "chronological", 2000),
+         [(1, "x", "a", 0), (2, "x", "a", 1), (3, "x", "b", 1), (4, "x", "b", 0)])
 def test_consumption_strategies_equal_the_reference(spec: ConsumptionSpec, stream) -> None:
     assert engine_matches(spec, stream) == consumption_matches(spec, stream), (spec.text(), stream)

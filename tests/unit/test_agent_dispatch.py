@@ -110,7 +110,7 @@ def test_stream_time_moves_by_the_clock_only_while_no_message_arrives(tmp_path) 
     advanced: list[int] = []
     arrivals: list[int] = []
     real_advance = agent.pipeline.engine.advance
-    agent.pipeline.engine.advance = lambda now: (advanced.append(now), real_advance(now))
+    agent.pipeline.engine.advance = lambda now: (advanced.append(now), real_advance(now))[1]
     real_handle = agent.pipeline.handle
     agent.pipeline.handle = lambda topic, payload, arrival_ms, ack=None: (
         arrivals.append(arrival_ms), real_handle(topic, payload, arrival_ms, ack))[1]
