@@ -3,16 +3,11 @@ generated streams: unrestricted, recent and chronological, with patterns that sh
 variables as well as the subject."""
 from __future__ import annotations
 
-from collections import Counter
-
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from edgewave.agent.engine import Engine
-from edgewave.agent.engine.rspql import parse_query
-
 from .consumption_reference import ConsumptionSpec, consumption_matches
-from .temporal_reference import engine_key, triple
+from .test_temporal_vs_reference import engine_matches
 
 
 @st.composite
@@ -32,15 +27,6 @@ def streams(draw) -> list[tuple[int, str, str, int]]:
         ts += draw(st.sampled_from([1, 500, 1000, 2000]))
         out.append((ts, draw(st.sampled_from("xxy")), draw(st.sampled_from("ab")), draw(st.integers(0, 1))))
     return out
-
-
-def engine_matches(spec: ConsumptionSpec, stream) -> Counter:
-    found: Counter = Counter()
-    engine = Engine(on_match=lambda m: found.update([engine_key(m)]))
-    engine.add_query(parse_query(spec.text()))
-    for item in stream:
-        engine.push(triple(item), item[0], stream="http://ex.org/s")
-    return found
 
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -48,7 +48,8 @@ def streams(draw) -> list[tuple[int, str, str, int]]:
     return out
 
 
-def engine_matches(spec: Spec | AbsenceSpec, stream) -> Counter:
+def engine_matches(spec, stream) -> Counter:
+    """The engine's matches of ``spec.text()`` over ``stream``, keyed as the references key theirs."""
     found: Counter = Counter()
     engine = Engine(on_match=lambda m: found.update([engine_key(m)]))
     engine.add_query(parse_query(spec.text()))
