@@ -40,6 +40,7 @@ WINDOW_MS = {
     "intrusion": 60_000,
     "abnormal-patient": 300_000,
     "close-friends": 120_000,
+    "hot-building": 60_000,
 }
 # Per-instance queries with a ground truth, each a tumbling window (RANGE = STEP) of this
 # width on the stream of the rooms' sensors (a test keeps configs/patterns/<name>.rq so).
@@ -223,6 +224,26 @@ def _silent_sensor(site: Site, by_kind: dict[str, list[Reading]], stream_end: in
                                     background=False, events=(last.event,) if last.event is not None else ())
 
 
+HOT_ROOMS = "http://example.org/stream/hot-rooms"  # the rule's name: the stream it makes
+
+
+def _hot_rooms(site: Site, by_kind: dict[str, list[Reading]]) -> Iterable[ExpectedMatch]:
+    """The layered alert (configs/scenarios/hot-rooms.rq, hot-building.rq): the rule matches
+    each temperature above the building's fire threshold, and makes "room hotIn building" at
+    its time; hot-building pairs two of those of different rooms within the window."""
+    limit = site.fire_temperature_threshold
+    hot = [r for r in by_kind["temperature"]
+           if _above("hot-rooms", f"temperature of {r.observation}", float(r.value), limit)]
+    for r in hot:
+        yield _match(site, HOT_ROOMS, (r,), {"obs": r.observation, "room": site.rooms[r.sensor.place]})
+    for a in hot:
+        for b in hot:
+            room_a, room_b = site.rooms[a.sensor.place], site.rooms[b.sensor.place]
+            if room_a < room_b and _check_window("hot-building", a, b):
+                yield _match(site, "hot-building", (a, b), {"building": site.building, "roomA": room_a,
+                                                            "roomB": room_b})
+
+
 def ground_truth(sites: list[Site], readings: Iterable[Reading]) -> list[ExpectedMatch]:
     """Every match the example patterns (and the scenarios' silent-sensor query) must report
     over ``readings``."""
@@ -235,7 +256,7 @@ def ground_truth(sites: list[Site], readings: Iterable[Reading]) -> list[Expecte
     out: list[ExpectedMatch] = []
     for site in sites:
         by_kind = per_site[site.gateway]
-        for rule in (_fire, _intrusion, _patient, _friends):
+        for rule in (_fire, _intrusion, _patient, _friends, _hot_rooms):
             out.extend(rule(site, by_kind))
         times = [r.ms for rows in by_kind.values() for r in rows]  # every reading moves the clock
         if times:

@@ -2,7 +2,8 @@
 the ground truth's matches, and the ones that need entailment are missed without it; and
 the per-instance queries (co2-per-room, silent-rooms) report exactly the rows of the
 instance ground truth, window instance by window instance. The queries kept beside the
-scenarios (configs/scenarios/*.rq: silent-rooms, and the silent-sensor absence) run too.
+scenarios (configs/scenarios/*.rq: silent-rooms, the silent-sensor absence, and the layered
+alert: the hot-rooms rule and the hot-building pattern that reads what it makes) run too.
 
 The ground truth comes from `edgewave-sim record --truth --instance-truth` (computed from
 the injected and background readings, not from the engine); the results from the engine's
@@ -32,6 +33,7 @@ CO2_SCENARIO = REPO / "configs" / "scenarios" / "co2-per-room.yaml"
 SIM = [sys.executable, "-m", "edgewave.firmware_sim.cli", "--log-level", "WARNING"]
 MATCH = [sys.executable, "-m", "edgewave.agent.match_cli", "match"]
 XSD = "http://www.w3.org/2001/XMLSchema#"
+HOT_ROOMS = "http://example.org/stream/hot-rooms"   # the chained rule's name (configs/scenarios/hot-rooms.rq)
 # xsd:decimal division has an implementation-defined precision; edgewave's (and the
 # truth's) is 28 significant digits, so averages are compared to that many.
 DECIMAL_DIGITS = 28
@@ -193,6 +195,13 @@ def test_scenarios_are_counted_as_designed(tmp_path: Path) -> None:
         ("patient-episode", "gw1", "abnormal-patient", False): 1,
         ("co2-per-room", "gw1", "silent-sensor", False): 2,
         ("co2-per-room", "gw2", "silent-sensor", True): 1,
+        # the layered alert: the hot-rooms rule's matches (one per hot reading), and the
+        # building alerts made from what it made (room 2 and room 3 hot within a minute)
+        ("demo", "gw1", HOT_ROOMS, True): 2,
+        ("demo", "gw1", HOT_ROOMS, False): 1,
+        ("demo", "gw1", "hot-building", True): 2,
+        ("fire-room3", "gw1", HOT_ROOMS, True): 2,
+        ("fire-room3", "gw1", HOT_ROOMS, False): 3,
     }
 
 
