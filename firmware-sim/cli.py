@@ -82,6 +82,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--forever", action="store_true", help="ignore durations: run until stopped")
     run.add_argument("--truth", help="also write the ground truth (JSON lines) at the end")
     run.add_argument("--instance-truth", help="also write the per-instance queries' ground truth (JSON lines)")
+    run.add_argument("--query-truth", help="also write the ground truth of the continuous queries kept beside "
+                                           "the scenarios, configs/scenarios/*.rq (JSON lines)")
 
     record = sub.add_parser("record", parents=[common], help="write a run as a recorded stream, as fast as possible")
     fleet_options(record)
@@ -89,6 +91,8 @@ def _parser() -> argparse.ArgumentParser:
     record.add_argument("--truth", help="ground truth of the run (JSON lines)")
     record.add_argument("--instance-truth",
                         help="ground truth of the per-instance queries, one line per window instance (JSON lines)")
+    record.add_argument("--query-truth", help="ground truth of the continuous queries kept beside the scenarios, "
+                                              "configs/scenarios/*.rq (JSON lines)")
 
     replay = sub.add_parser("replay", parents=[common], help="replay a recorded stream to MQTT or stdout")
     replay.add_argument("file", help="recorded stream (with or without message headers)")
@@ -205,10 +209,14 @@ def _write_truths(args: argparse.Namespace, sim: Simulation) -> None:
         with open(args.instance_truth, "w", encoding="utf-8") as fh:
             rows = sim.write_instance_truth(fh)
         log.info("instance_truth_written file=%s instances=%d", args.instance_truth, rows)
+    if args.query_truth:
+        with open(args.query_truth, "w", encoding="utf-8") as fh:
+            rows = sim.write_truth(fh, scenario_queries=True)
+        log.info("query_truth_written file=%s matches=%d", args.query_truth, rows)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    sim = _simulation(args, keep_readings=bool(args.truth or args.instance_truth))
+    sim = _simulation(args, keep_readings=bool(args.truth or args.instance_truth or args.query_truth))
     if args.stdout:
         sink = StdoutSink()
     else:
@@ -234,7 +242,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    sim = _simulation(args, keep_readings=bool(args.truth or args.instance_truth))
+    sim = _simulation(args, keep_readings=bool(args.truth or args.instance_truth or args.query_truth))
     if sim.duration_s is None:
         raise SettingsError("record needs a duration (--duration, the scenario's or the config's duration_s)")
     began = time.monotonic()

@@ -16,7 +16,8 @@ from .fleet import Message, build_sites, fleet_readings, to_message
 from .observation import Reading
 from .scenario import Injection, Scenario, inject
 from .site import Site
-from .truth import ExpectedInstance, ExpectedMatch, background_hazards, ground_truth, instance_truth
+from .truth import ExpectedInstance, ExpectedMatch, background_hazards, ground_truth, instance_truth, \
+    scenario_query_truth
 
 log = logging.getLogger("edgewave.firmware_sim.simulation")
 
@@ -56,11 +57,12 @@ class Simulation:
             self.lines_out += len(message.lines)
             yield message
 
-    def truth(self) -> list[ExpectedMatch]:
-        """The ground truth over what ``messages()`` produced (needs keep_readings)."""
+    def truth(self, scenario_queries: bool = False) -> list[ExpectedMatch]:
+        """The ground truth over what ``messages()`` produced (needs keep_readings): of the
+        shipped patterns, or of the queries kept beside the scenarios."""
         if not self.keep_readings:
             raise RuntimeError("ground truth needs keep_readings=True before messages() runs")
-        return ground_truth(self.sites, self.readings)
+        return (scenario_query_truth if scenario_queries else ground_truth)(self.sites, self.readings)
 
     def instance_truth(self) -> list[ExpectedInstance]:
         """What the per-instance queries must yield per window instance (needs keep_readings)."""
@@ -68,9 +70,9 @@ class Simulation:
             raise RuntimeError("ground truth needs keep_readings=True before messages() runs")
         return instance_truth(self.sites, self.readings, self.injection.silences)
 
-    def write_truth(self, fh: IO[str]) -> int:
+    def write_truth(self, fh: IO[str], scenario_queries: bool = False) -> int:
         name = self.scenario.name if self.scenario else "background"
-        rows = self.truth()
+        rows = self.truth(scenario_queries)
         for row in rows:
             fh.write(json.dumps(row.to_json(self.config.start_ms, name), sort_keys=True) + "\n")
         return len(rows)

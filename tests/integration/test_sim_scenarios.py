@@ -46,7 +46,9 @@ def record(tmp_path: Path, gateway: str, scenario: Path | None = None, duration:
     out = tmp_path / f"{gateway}.tsv"
     truth = tmp_path / f"{gateway}.truth.jsonl"
     instance_truth = tmp_path / f"{gateway}.instances.jsonl"
-    args = SIM + ["record", "--config", str(CONFIG), "--gateway", gateway, "--out", str(out), "--truth", str(truth)]
+    queries_truth = tmp_path / f"{gateway}.queries.jsonl"
+    args = SIM + ["record", "--config", str(CONFIG), "--gateway", gateway, "--out", str(out), "--truth", str(truth),
+                  "--query-truth", str(queries_truth)]
     if instances is not None:
         args += ["--instance-truth", str(instance_truth)]
     if scenario:
@@ -54,7 +56,8 @@ def record(tmp_path: Path, gateway: str, scenario: Path | None = None, duration:
     if duration:
         args += ["--duration", str(duration)]
     subprocess.run(args, check=True, capture_output=True, timeout=300)
-    rows = [json.loads(line) for line in truth.read_text().splitlines()]
+    # the shipped patterns' truth and that of the queries kept beside the scenarios: both run here
+    rows = [json.loads(line) for path in (truth, queries_truth) for line in path.read_text().splitlines()]
     if instances is not None:
         instances[:] = [json.loads(line) for line in instance_truth.read_text().splitlines()]
     return out, rows
