@@ -317,6 +317,9 @@ _TRIPLE_START = ("VAR", "IRI", "PNAME", "BNODE", "QOPEN")
 _UNSUPPORTED_GROUP_WORDS = ("OPTIONAL", "UNION", "MINUS", "GRAPH", "BIND", "VALUES", "SERVICE")
 # At most this many OPTIONALSEQ/EQUALSOPTIONAL in one query: each doubles the chains it compiles to.
 MAX_OPTIONAL_OPERATORS = 3
+# At most this many temporal operators in one query: each match tests every one of them (real
+# patterns use a handful; a hostile one must not make every match cost thousands of tests).
+MAX_TEMPORAL_OPERATORS = 64
 
 
 class _Parser:
@@ -754,6 +757,8 @@ class _Parser:
                                  ("SEQ", "EQUALS", "OPTIONALSEQ", "EQUALSOPTIONAL"))
             if not token.is_word(*TEMPORAL_OPERATORS):
                 return
+            if len(self.temporal) >= MAX_TEMPORAL_OPERATORS:  # refused as soon as it is seen
+                raise self.error(f"at most {MAX_TEMPORAL_OPERATORS} temporal operators in one query", token, ())
             self.lexer.next()
             if not self.lexer.peek().is_punct("{"):
                 raise self.expected(f"'{{' after {token.text.upper()}")

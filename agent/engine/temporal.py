@@ -110,12 +110,13 @@ class IntervalTest:
 
     def __init__(self, query: Query, order: Sequence[int], slots: dict[str, int],
                  operators: Sequence[TemporalOperator], filters: Sequence[tuple[Filter, frozenset[int]]]) -> None:
-        def levels(patterns: frozenset[int]) -> tuple[int, ...]:
-            return tuple(level for level, i in enumerate(order) if i in patterns)
+        level_of = {i: level for level, i in enumerate(order)}
 
-        self.operators: tuple[OperatorTest, ...] = tuple(
-            (op.kind, levels(op.left), levels(op.right)) for op in operators
-            if levels(op.left) and levels(op.right))
+        def levels(patterns: frozenset[int]) -> tuple[int, ...]:
+            return tuple(sorted(level_of[i] for i in patterns if i in level_of))
+
+        tests = [(op.kind, levels(op.left), levels(op.right)) for op in operators]
+        self.operators: tuple[OperatorTest, ...] = tuple(test for test in tests if test[1] and test[2])
         width = len(slots)
         with_interval = dict(slots, **{INTERVAL_START: width, INTERVAL_END: width + 1})
         self.filters: tuple[IntervalFilter, ...] = tuple(

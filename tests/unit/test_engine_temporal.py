@@ -348,6 +348,7 @@ def test_a_rule_that_feeds_itself_stops_at_the_depth_bound(tmp_path: Path) -> No
      "needs a triple pattern over a stream beside it"),
     ("WINDOW <w> { { ?d :opened ?o } SEQ { ?d :motion ?m } } } CONSUME RECENT #", "apply to conjunctive patterns"),
     ("WINDOW <w> { ?d :opened ?o } } CONSUME LATEST #", "expected UNRESTRICTED, RECENT or CHRONOLOGICAL"),
+    ("WINDOW <w> { { ?d :opened ?o } " + "SEQ { ?d :motion ?m } " * 65 + "}", "at most 64 temporal operators"),
 ])
 def test_what_the_engine_cannot_do_is_refused_where_it_is_written(tmp_path: Path, where: str, message: str) -> None:
     assert message in refused(tmp_path, where)

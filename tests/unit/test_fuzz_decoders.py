@@ -362,6 +362,9 @@ def _parse_query_or_error(text: str) -> None:
 @example("SELECT * FROM STREAM <http://s> [RANGE PT" + "9" * 30 + "S] WHERE { ?s ?p ?o }")
 @example(W + "FILTER(?o" + " || ?o" * 100_000 + ") }")
 @example(W + "FILTER(" + "-" * 100_000 + "1 > 0) }")
+@example(W + "{ ?s ?p ?o } " + "SEQ { ?s ?p ?o } " * 10_000 + "}")
+@example(W + "FILTER NOT EXISTS { ?s ?p ?o " * 100 + "}" * 100 + " WITHIN PT1S }")
+@example("REGISTER RSTREAM <x> AS CONSTRUCT { " + "?s ?p ?o . " * 10_000 + "} " + W + "}")
 def test_a_query_is_a_query_or_a_located_syntax_error(text: str) -> None:
     _parse_query_or_error(text)
 
