@@ -1,7 +1,9 @@
-"""The Rete network's structure: compiling a query into a join chain, sharing, removal.
+"""The Rete network's structure: building a query's join chain from its steps (steps.py),
+sharing, the production its kind needs, removal.
 
 A query becomes a left-deep chain of join nodes, one per triple pattern, ending in a
-production. The order of the chain: the written order, except that a pattern sharing a
+production (beta.py; temporal.py, absence.py, consumption.py and rules.py for the other
+kinds). The order of the chain: the written order, except that a pattern sharing a
 variable with what is already joined goes before one that shares none (so no cross
 product is made while a join is possible). Keeping the written order otherwise is what
 lets patterns with a common prefix share nodes.
@@ -24,12 +26,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .absence import AbsenceProduction, AbsenceWatch, Timers
 from .beta import BetaNode, JoinNode, Production, StarJoinNode
+from .consumption import ChronologicalProduction, RecentLevel, RecentProduction
 from .match import Match
 from .memories import AlphaMemory
 from .query import Query
-from .absence import AbsenceProduction, AbsenceWatch, Timers
-from .consumption import ChronologicalProduction, RecentLevel, RecentProduction
 from .rules import Rule
 from .steps import Step, alpha_ident, compile_steps, order_patterns
 
@@ -38,9 +40,10 @@ from .steps import Step, alpha_ident, compile_steps, order_patterns
 class Chain:
     """What the network keeps for one registered query.
 
-    A query with temporal operators may compile to several chains (``temporal.variants``):
-    ``nodes``/``production`` are the first, ``variants`` the others, and ``probed`` the alpha
-    memories its optional parts are looked up in (``temporal.OptionalProbe``)."""
+    A query may compile to several chains: one per choice of optional operands
+    (``temporal.variants``), or an absence's two (absence.py). ``nodes``/``production`` are
+    the first, ``variants`` the others, and ``probed`` the alpha memories optional parts are
+    looked up in (``temporal.OptionalProbe``)."""
 
     query: Query
     nodes: list[BetaNode]
@@ -198,7 +201,7 @@ class Network:
             last = steps[-1]
             probes = []
             for op in variant.absent:
-                head, tail = temporal.probe_steps(query, variant, op)
+                tail = temporal.probe_steps(query, variant, op)
                 alphas = [self._alpha(step, new_alphas, False) for step in tail]
                 for alpha in alphas:
                     ident = alpha_ident(alpha.scope, alpha.shape, alpha.key_positions)

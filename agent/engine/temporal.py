@@ -100,6 +100,7 @@ def _groups(query: Query) -> tuple[frozenset[int], ...]:
 
 
 def variant_steps(query: Query, variant: Variant) -> list[Step]:
+    """The steps of one chain of a temporal query."""
     return compile_steps(query, [query.patterns[i] for i in variant.order], variant.placed)
 
 
@@ -108,8 +109,8 @@ class IntervalTest:
 
     __slots__ = ("operators", "filters")
 
-    def __init__(self, query: Query, order: Sequence[int], slots: dict[str, int],
-                 operators: Sequence[TemporalOperator], filters: Sequence[tuple[Filter, frozenset[int]]]) -> None:
+    def __init__(self, order: Sequence[int], slots: dict[str, int], operators: Sequence[TemporalOperator],
+                 filters: Sequence[tuple[Filter, frozenset[int]]]) -> None:
         level_of = {i: level for level, i in enumerate(order)}
 
         def levels(patterns: frozenset[int]) -> tuple[int, ...]:
@@ -189,16 +190,16 @@ class OptionalProbe:
         return False
 
 
-def probe_steps(query: Query, variant: Variant, op: TemporalOperator) -> tuple[list[Step], list[Step]]:
-    """The steps of ``variant`` followed by those of the optional operand of ``op``, which
-    place only that operand's own filters (at its first level if they read nothing of it)."""
+def probe_steps(query: Query, variant: Variant, op: TemporalOperator) -> list[Step]:
+    """The steps of the optional operand of ``op`` as they would follow ``variant``'s chain,
+    placing only that operand's own filters (at its first level if they read nothing of it)."""
     own = [f for f, group in zip(query.filters, _groups(query)) if group <= op.left and not f.interval]
     order = [query.patterns[i] for i in variant.order] + [query.patterns[i] for i in _ordered(query, sorted(op.left))]
     steps = compile_steps(query, order, own)
     head, tail = steps[:len(variant.order)], steps[len(variant.order):]
     early = [f for step in head for f in step.filters]
     tail[0].filters[:0] = early
-    return head, tail
+    return tail
 
 
 def probe_test(query: Query, variant: Variant, op: TemporalOperator, slots: dict[str, int]) -> IntervalTest:
@@ -207,17 +208,20 @@ def probe_test(query: Query, variant: Variant, op: TemporalOperator, slots: dict
     order = list(variant.order) + _ordered(query, sorted(op.left))
     inner = [other for other in query.temporal if other.left | other.right <= op.left]
     timed = [(f, group) for f, group in zip(query.filters, _groups(query)) if f.interval and group <= op.left]
-    return IntervalTest(query, order, slots, inner + [op], timed)
+    return IntervalTest(order, slots, inner + [op], timed)
 
 
 def variant_test(query: Query, variant: Variant, slots: dict[str, int]) -> IntervalTest:
+    """What a chain's production tests: the operators of the operands it holds, and the
+    interval filters of the groups it holds."""
     gone = frozenset().union(*(op.left for op in variant.absent))
     present = [op for op in query.temporal if op not in variant.absent]
     timed = [(f, group) for f, group in zip(query.filters, _groups(query)) if f.interval and not group <= gone]
-    return IntervalTest(query, variant.order, slots, present, timed)
+    return IntervalTest(variant.order, slots, present, timed)
 
 
 def probe_levels(tail: Sequence[Step], alphas: Sequence[AlphaMemory]) -> list[ProbeLevel]:
+    """The levels a probe joins through: each step of the optional part with its alpha memory."""
     return [ProbeLevel(alpha, key_reader(step.row_slots),
                        step.new_positions[0] if len(step.new_positions) == 1 else None,
                        values_reader(step.new_positions), tuple(f.bind(dict(step.slots)) for f in step.filters))
