@@ -51,8 +51,8 @@ from .follower import FeedFollower
 from .history import History
 from .notify import Notifier
 from .sessions import SessionStore
-from .bucketing import PRESETS_MS, RangeError, TimeRange, parse_range, series
-from .rendering import HERE, render
+from .bucketing import PRESETS_MS, TimeRange, series
+from .rendering import HERE, reader_of, render, requested_range
 from .viewfmt import viewer_zone
 
 log = logging.getLogger("edgewave.cloud.dashboard")
@@ -123,24 +123,8 @@ def _settings(request: Request) -> CloudSettings:
     return request.app.state.settings
 
 
-def _reader(request: Request) -> queries.Reader:
-    return request.app.state.reader
-
-
-def _range(request: Request) -> TimeRange:
-    try:
-        return parse_range(dict(request.query_params))
-    except RangeError as exc:
-        raise HTTPException(400, str(exc)) from exc
-
-
-def _range_query(rng: TimeRange) -> dict[str, Any]:
-    """The query parameters that ask for ``rng`` again (a preset by name, else start and end)."""
-    return {"range": rng.label} if rng.label in PRESETS_MS else {"start": rng.start_ms, "end": rng.end_ms}
-
-
 def _range_params(rng: TimeRange) -> str:
-    return urlencode(_range_query(rng))
+    return urlencode(rng.query())
 
 
 def _gateways(request: Request, q: queries.Query) -> list[queries.GatewayRow]:
@@ -232,28 +216,28 @@ async def logout(request: Request) -> Response:
 # -- overview --------------------------------------------------------------------------------
 
 def overview_page(request: Request) -> Response:
-    rng = _range(request)
-    with _reader(request).query() as q:
+    rng = requested_range(request)
+    with reader_of(request).query() as q:
         context = _overview(request, rng, q)
     return render(request, "overview.html", {**context, "nav": "overview", "presets": list(PRESETS_MS)})
 
 
 def overview_tables(request: Request) -> Response:
-    rng = _range(request)
-    with _reader(request).query() as q:
+    rng = requested_range(request)
+    with reader_of(request).query() as q:
         context = _overview(request, rng, q)
     return render(request, "_overview_tables.html", context)
 
 
 def api_matches(request: Request) -> Response:
-    rng = _range(request)
-    with _reader(request).query() as q:
+    rng = requested_range(request)
+    with reader_of(request).query() as q:
         return JSONResponse(_chart(rng, q))
 
 
 def api_overview(request: Request) -> Response:
-    rng = _range(request)
-    with _reader(request).query() as q:
+    rng = requested_range(request)
+    with reader_of(request).query() as q:
         ctx = _overview(request, rng, q)
         chart = _chart(rng, q)
     return JSONResponse({
@@ -270,7 +254,7 @@ def api_overview(request: Request) -> Response:
 
 
 def metrics_page(request: Request) -> Response:
-    with _reader(request).query() as q:
+    with reader_of(request).query() as q:
         state = request.app.state
         body = metrics.exposition(q, _gateways(request, q), state.alarms, state.notifier, state.live_streams)
     return Response(body, media_type=metrics.CONTENT_TYPE)
@@ -279,12 +263,12 @@ def metrics_page(request: Request) -> Response:
 def live_page(request: Request) -> Response:
     """The live stream, or with a time range the events in it (from the live feed and the Parquet history)."""
     rng = live.chosen_range(request)
-    with _reader(request).query() as q:
+    with reader_of(request).query() as q:
         patterns = [p for (p,) in q.rows("SELECT DISTINCT pattern FROM binding_values ORDER BY 1")]
         gateways = [g for (g,) in q.rows("SELECT gateway FROM gateways ORDER BY 1")]
     chosen = {"gateway": request.query_params.get("gateway") or "",
               "pattern": request.query_params.get("pattern") or ""}
-    time_params = {} if rng is None else _range_query(rng)
+    time_params = {} if rng is None else rng.query()
     found = None if rng is None else live.rows_in_range(request, rng, live.RANGE_ROWS)
     return render(request, "live.html", {
         "nav": "live", "patterns": patterns, "gateways": gateways, "chosen": chosen, "range": rng,
@@ -303,20 +287,20 @@ def _gateway_json(g: queries.GatewayRow) -> dict[str, Any]:
 
 
 def gateways_page(request: Request) -> Response:
-    with _reader(request).query() as q:
+    with reader_of(request).query() as q:
         rows = _gateways(request, q)
     return render(request, "gateways.html", {"gateways": rows, "nav": "gateways",
                                              "offline_after_s": _settings(request).dashboard.offline_after_s})
 
 
 def gateways_table(request: Request) -> Response:
-    with _reader(request).query() as q:
+    with reader_of(request).query() as q:
         rows = _gateways(request, q)
     return render(request, "_gateways_table.html", {"gateways": rows})
 
 
 def api_gateways(request: Request) -> Response:
-    with _reader(request).query() as q:
+    with reader_of(request).query() as q:
         rows = _gateways(request, q)
     return JSONResponse({"gateways": [_gateway_json(g) for g in rows]})
 
@@ -348,7 +332,7 @@ def _has_key(settings: CloudSettings, gateway: str) -> bool:
 
 def gateway_page(request: Request) -> Response:
     push_error = None
-    with _reader(request).query() as q:
+    with reader_of(request).query() as q:
         row = _one_gateway(request, q)
         history = queries.status_history(q, row.gateway, before_ms=_before(request))
         pushes = queries.config_pushes(q, row.gateway)
@@ -361,7 +345,7 @@ def gateway_page(request: Request) -> Response:
 
 
 def api_gateway_history(request: Request) -> Response:
-    with _reader(request).query() as q:
+    with reader_of(request).query() as q:
         row = _one_gateway(request, q)
         history = queries.status_history(q, row.gateway, before_ms=_before(request))
     return JSONResponse({"gateway": row.gateway, "history": [
@@ -381,7 +365,7 @@ async def push_config_form(request: Request) -> Response:
     error = await run_in_threadpool(config_pages.validate_for_push, settings, [gateway], text, fmt)
     if error is not None:
         log.warning("dashboard push refused user=%s gateway=%s reason=%r", user.name if user else "", gateway, error)
-        with _reader(request).query() as q:
+        with reader_of(request).query() as q:
             row = _one_gateway(request, q)
             history = queries.status_history(q, row.gateway)
             pushes = queries.config_pushes(q, row.gateway)
@@ -399,14 +383,14 @@ def export_csv(request: Request) -> Response:
     make = export.EXPORTS.get(name)
     if make is None:
         raise HTTPException(404, f"no export {name!r} (one of {', '.join(export.EXPORTS)})")
-    rng = _range(request)
-    with _reader(request).query() as q:
+    rng = requested_range(request)
+    with reader_of(request).query() as q:
         table = make(q, rng, viewer_zone(request), gateways=_gateways(request, q) if name == "gateways" else [])
     return export.csv_response(table, f"edgewave-{name}.csv")
 
 
 def export_history(request: Request) -> Response:
-    with _reader(request).query() as q:
+    with reader_of(request).query() as q:
         row = _one_gateway(request, q)
         history = queries.status_history(q, row.gateway, limit=10_000, before_ms=_before(request))
     return export.csv_response(export.history_table(history, viewer_zone(request)),

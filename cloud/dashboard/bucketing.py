@@ -11,6 +11,7 @@ whichever range asked for it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from edgewave.shared import clock
 
@@ -48,6 +49,10 @@ class TimeRange:
     @property
     def length_ms(self) -> int:
         return self.end_ms - self.start_ms
+
+    def query(self) -> dict[str, Any]:
+        """The query parameters that ask for this range again (a preset by name, else start and end)."""
+        return {"range": self.label} if self.label in PRESETS_MS else {"start": self.start_ms, "end": self.end_ms}
 
     @property
     def bucket_starts(self) -> list[int]:

@@ -35,7 +35,7 @@ from edgewave.shared import clock
 
 from . import configs, queries
 from .auth import OPERATOR, current_user, form_for
-from .rendering import render
+from .rendering import reader_of, render
 
 log = logging.getLogger("edgewave.cloud.dashboard.config")
 
@@ -48,10 +48,6 @@ it redirects to can name the gateways that could not be pushed to."""
 
 def _settings(request: Request) -> CloudSettings:
     return request.app.state.settings
-
-
-def _reader(request: Request) -> queries.Reader:
-    return request.app.state.reader
 
 
 # -- pushing (shared with the upload form in app.py) ------------------------------------------
@@ -211,7 +207,7 @@ def _fleet_context(request: Request, q: queries.Query, **extra: Any) -> dict[str
 
 def config_page(request: Request) -> Response:
     failed = [gw for gw in request.query_params.get("failed", "").split(",") if gw]
-    with _reader(request).query() as q:
+    with reader_of(request).query() as q:
         context = _fleet_context(request, q)
         if failed:   # the reasons as recorded (never text from the address)
             reasons = {f.gateway: f.reason for f in queries.push_failures(q)}
@@ -227,14 +223,14 @@ async def push_form(request: Request) -> Response:
     settings = _settings(request)
     text = str(form.get("document") or "").replace("\r\n", "\n").encode()   # a textarea sends CRLF
     fmt = str(form.get("format") or "trig")
-    with _reader(request).query() as q:
+    with reader_of(request).query() as q:
         known = _known_gateways(request, q)
     gateways = known if form.get("all") else [str(g) for g in form.getlist("gateway")]
     error = await run_in_threadpool(validate_for_push, settings, gateways, text, fmt)
     if error is not None:
         log.warning("dashboard push refused user=%s gateways=%s reason=%r", user.name if user else "",
                     ",".join(gateways), error)
-        with _reader(request).query() as q:
+        with reader_of(request).query() as q:
             context = _fleet_context(request, q)
         context.update(document=text.decode("utf-8", "replace"), format=fmt, chosen=set(gateways), push_error=error)
         return render(request, "config.html", context, 400)
@@ -256,7 +252,7 @@ def _gateway(request: Request, q: queries.Query) -> str:
 def gateway_config_page(request: Request) -> Response:
     settings = _settings(request)
     raw = request.query_params.get("version")
-    with _reader(request).query() as q:
+    with reader_of(request).query() as q:
         gateway = _gateway(request, q)
         applied = _applied_version(q, gateway)
         history = configs.pushes(q, gateway)
@@ -281,7 +277,7 @@ def diff_page(request: Request) -> Response:
     if not (p.get("a", "").isdigit() and p.get("b", "").isdigit()):
         raise HTTPException(400, "a and b must be version numbers")
     a, b = int(p["a"]), int(p["b"])
-    with _reader(request).query() as q:
+    with reader_of(request).query() as q:
         gateway = _gateway(request, q)
         old, new = configs.document(q, gateway, a), configs.document(q, gateway, b)
         versions = [push.version for push in configs.pushes(q, gateway)]
@@ -299,7 +295,7 @@ async def rollback(request: Request) -> Response:
     raw = str(form.get("version") or "")
     if not raw.isdigit():
         raise HTTPException(400, "version must be a version number")
-    with _reader(request).query() as q:
+    with reader_of(request).query() as q:
         gateway = _gateway(request, q)
         found = configs.document(q, gateway, int(raw))
     if found is None:

@@ -18,34 +18,23 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from . import export, instances, queries
-from .bucketing import PRESETS_MS, RangeError, TimeRange, parse_range
-from .rendering import render
+from . import export, instances
+from .bucketing import PRESETS_MS, TimeRange
+from .rendering import reader_of, render, requested_range
 from .viewfmt import viewer_zone
-
-
-def _reader(request: Request) -> queries.Reader:
-    return request.app.state.reader
-
-
-def _range(request: Request) -> TimeRange:
-    try:
-        return parse_range(dict(request.query_params))
-    except RangeError as exc:
-        raise HTTPException(400, str(exc)) from exc
 
 
 def _chosen(request: Request) -> tuple[str, str | None, TimeRange]:
     """The query in the path, the gateway asked for (None: all) and the range."""
     gateway = request.query_params.get("gateway") or None
-    return request.path_params["query"], gateway, _range(request)
+    return request.path_params["query"], gateway, requested_range(request)
 
 
 def _params(gateway: str | None, rng: TimeRange | None) -> str:
     """The query string that asks for this gateway and range again."""
     params: dict[str, Any] = {"gateway": gateway} if gateway else {}
     if rng is not None:
-        params.update({"range": rng.label} if rng.label in PRESETS_MS else {"start": rng.start_ms, "end": rng.end_ms})
+        params.update(rng.query())
     return urlencode(params)
 
 
@@ -56,7 +45,7 @@ def path_of(query: str) -> str:
 
 def queries_page(request: Request) -> Response:
     """The list: every per-instance query with stored rows, per gateway."""
-    with _reader(request).query() as q:
+    with reader_of(request).query() as q:
         found = instances.query_summaries(q)
     return render(request, "queries.html", {"nav": "queries", "queries": found, "path_of": path_of,
                                             "gateway_params": lambda gw: _params(gw, None)})
@@ -65,7 +54,7 @@ def queries_page(request: Request) -> Response:
 def query_page(request: Request) -> Response:
     """One query's rows over a range, newest instance first; the charts load from the API."""
     query, gateway, rng = _chosen(request)
-    with _reader(request).query() as q:
+    with reader_of(request).query() as q:
         gateways = instances.gateways_of(q, query)
         if not gateways:
             raise HTTPException(404, f"no stored results of a query {query!r}")
@@ -84,7 +73,7 @@ def query_page(request: Request) -> Response:
 def api_query(request: Request) -> Response:
     """The charts' data: per numeric variable, one series per group over the instances' ends."""
     query, gateway, rng = _chosen(request)
-    with _reader(request).query() as q:
+    with reader_of(request).query() as q:
         several = gateway is None and len(instances.gateways_of(q, query)) > 1
         found = instances.read_rows(q, query, gateway, rng.start_ms, rng.end_ms, instances.CHART_ROWS)
     return JSONResponse({"query": query, "gateway": gateway, "start_ms": rng.start_ms, "end_ms": rng.end_ms,
@@ -95,7 +84,7 @@ def export_query(request: Request) -> Response:
     """``/export/queries/<query>.csv``: the page's rows (its gateway and range), newest instance first, one
     line per row: gateway, the instance's bounds, its operator, then the query's variables as N-Triples."""
     query, gateway, rng = _chosen(request)
-    with _reader(request).query() as q:
+    with reader_of(request).query() as q:
         found = instances.read_rows(q, query, gateway, rng.start_ms, rng.end_ms, instances.CSV_ROWS)
     safe_name = "".join(c if (c.isascii() and c.isalnum()) or c in "-_." else "_" for c in query)[:80] or "query"
     return export.csv_response(instances.csv_table(found, viewer_zone(request)), f"edgewave-{safe_name}.csv")
