@@ -123,7 +123,10 @@ class Uplink:
         self._next_wait = 0.5
         self._hold_until = 0.0                       # after a broker refusal: wait before retrying
         self._probing = False                        # ... then one event at a time
-        self._tokens = float(max(1.0, min(max_rate_per_s, max_inflight)))
+        # the bucket holds at most one window of in-flight messages: an idle uplink may then
+        # send max_inflight at once, never a whole second's worth on top of the rate
+        self._burst = float(max(1.0, min(max_rate_per_s, max_inflight)))
+        self._tokens = self._burst
         self._tokens_at = time.monotonic()
 
     # -- called from other threads ---------------------------------------------------------
@@ -320,7 +323,7 @@ class Uplink:
 
     def _take_token(self) -> bool:
         now = time.monotonic()
-        self._tokens = min(max(1.0, self.max_rate), self._tokens + (now - self._tokens_at) * self.max_rate)
+        self._tokens = min(self._burst, self._tokens + (now - self._tokens_at) * self.max_rate)
         self._tokens_at = now
         if self._tokens < 1.0:
             return False
