@@ -59,10 +59,26 @@ CONTEXT: dict[str, Any] = {
     # a row's bindings (an unbound variable has none), in the order the query gives them.
     "operator": "ew:streamOperator",
     "rows": {"@id": "ew:row", "@container": "@list"},
+    # A match of an absence pattern: the absent group's triple patterns, the match's bindings
+    # filled in (its deadline is windowEnd). A match that used triples a chained rule
+    # constructed: the ids of the rule matches that made them.
+    "expected": {"@id": "ew:expected", "@container": "@list"},
+    "derivedFrom": {"@id": "ew:derivedFrom", "@type": "@id", "@container": "@set"},
 }
 
-EARLIER_CONTEXT: dict[str, Any] = {k: v for k, v in CONTEXT.items() if k not in ("Instance", "operator", "rows")}
-"""The context of events stored before instance results existed (an outbox kept across an upgrade)."""
+GENERATIONS: tuple[tuple[str, ...], ...] = (
+    (),                                  # matches and significant observations
+    ("Instance", "operator", "rows"),    # window-instance results
+    ("expected", "derivedFrom"),         # absences and chained rules
+)
+"""The context terms each generation of the format added. An event made by an older agent, or
+kept in an outbox across an upgrade, has the fields and the @context of its generation and
+reads as if the later fields were null (shared/uplink_batch.py writes it as it is)."""
+GENERATION_CONTEXTS: tuple[dict[str, Any], ...] = tuple(
+    {k: v for k, v in CONTEXT.items() if not any(k in later for later in GENERATIONS[n + 1:])}
+    for n in range(len(GENERATIONS)))
+EARLIER_CONTEXT = GENERATION_CONTEXTS[0]
+"""The context of events stored before instance results existed."""
 
 # The one definition of an event's fields: ingest validates against it and the Spark
 # job's schema is derived from it (cloud/job.py), so what ingest lands, Spark can read.
@@ -100,7 +116,11 @@ FIELDS: tuple[EventField, ...] = (
     # reads as if they were null (shared/uplink_batch.py).
     EventField("operator", STRING, False),
     EventField("rows", ROWS, False),
+    EventField("expected", STRINGS, False),
+    EventField("derivedFrom", STRINGS, False),
 )
+GENERATION_FIELD_COUNTS = (14, 16, 18)
+"""How many of ``FIELDS`` each generation (``GENERATIONS``) has."""
 REQUIRED_FIELDS = tuple(f.name for f in FIELDS if f.required)
 LONG_MIN, LONG_MAX = -(2 ** 63), 2 ** 63 - 1
 TYPE_OF_KIND = {KIND_MATCH: "Match", KIND_SIGNIFICANT: "Significant", KIND_INSTANCE: "Instance"}
@@ -177,11 +197,15 @@ shows); ``none``, neither (``triples`` and ``entailed`` null)."""
 
 def match_event(gateway: str, pattern: str, bindings: Mapping[str, str], start: int, end: int,
                 triples: Iterable[tuple[tuple[str, str, str], int]], emitted_at: int,
-                entailed: Iterable[Any] = (), content: str = MATCH_FULL) -> dict[str, Any]:
+                entailed: Iterable[Any] = (), content: str = MATCH_FULL, expected: Sequence[str] | None = None,
+                derived_from: Sequence[str] | None = None) -> dict[str, Any]:
     """The event for one pattern match; ``triples`` are (triple, timestamp) pairs, ``entailed``
     the match's evidence (``Match.entailed``): which of them were entailed, from what, by
-    which axioms. The id does not depend on ``entailed`` or ``content``: the same match
-    keeps its id."""
+    which axioms. ``expected``: for an absence, what did not arrive by ``end`` (the absent
+    group's triple patterns as statements, the bindings filled in); ``derived_from``: the
+    ids of the matches of chained rules that made triples this match used (sent with
+    ``content`` none too: a link is a few bytes). The id does not depend on these or on
+    ``content``: the same match keeps its id."""
     if content not in MATCH_CONTENT:
         raise ValueError(f"match content must be one of {MATCH_CONTENT}, not {content!r}")
     triples = list(triples)
@@ -204,6 +228,8 @@ def match_event(gateway: str, pattern: str, bindings: Mapping[str, str], start: 
         "entailed": entailed_entries(entailed) if full else None,
         "operator": None,
         "rows": None,
+        "expected": list(expected) if expected else None,
+        "derivedFrom": list(derived_from) if derived_from else None,
     }
 
 
@@ -235,6 +261,8 @@ def significant_event(gateway: str, sensor: str, prop: str, result: str, observe
         "entailed": None,
         "operator": None,
         "rows": None,
+        "expected": None,
+        "derivedFrom": None,
     }
 
 
@@ -287,6 +315,8 @@ def instance_events(gateway: str, query: str, start: int, end: int, operator: st
         "entailed": None,
         "operator": operator,
         "rows": part_rows,
+        "expected": None,
+        "derivedFrom": None,
     } for part, part_rows in enumerate(parts)]
 
 

@@ -12,9 +12,10 @@ the bytes:
 
 ``table`` is a list of strings written once per batch (the encoder puts the IRIs there
 that the batch repeats: its sensors, properties, observations; see ``build_table``). Each event
-is an array: 1, 2 or 0 (it carried the standard ``@context``, the one from before
-instance results, or none), then its
-``FIELDS`` in order (an agent that predates the last two fields sends the first 14). A
+is an array: its context flag (0: none; 1: the standard ``@context``; 2 and 3: the context
+of an earlier generation of the format, from before instance results and from before
+absences and chained rules), then its ``FIELDS`` in order, as many as its generation
+has (14, 16 or 18: an event stored by an older agent is written and read back as it was). A
 string is written as a JSON string, as the index of a table entry, or as an array of
 pieces (strings and indexes) that concatenate to it; a list, binding or entailed entry is
 an array of those, and an instance result's rows an array of arrays of bindings. Decoding gives back the very events
@@ -39,8 +40,8 @@ from collections import Counter
 from typing import Any, Iterable, Mapping, Sequence
 
 from .bounded_json import PayloadError, load_json
-from .events import (BINDINGS, CONTEXT, EARLIER_CONTEXT, ENTAILED, FIELDS, LONG, ROWS, STRING, STRINGS, EventError,
-                     EventLimits, decode_event, encode_event)
+from .events import (BINDINGS, CONTEXT, ENTAILED, FIELDS, GENERATION_CONTEXTS, GENERATION_FIELD_COUNTS, LONG, ROWS,
+                     STRING, STRINGS, EventError, EventLimits, decode_event, encode_event)
 
 MAGIC = 0xFF
 FORMAT_VERSION = 1
@@ -64,14 +65,22 @@ ZDICT = ("[[\"<http://www.w3.org/1999/02/22-rdf-syntax-ns#type>\",\"<http://www.
          "]]").encode("utf-8")
 
 _IRI = re.compile(r"<[^<>\s]+>")
-_CONTEXTS = {1: CONTEXT, 2: EARLIER_CONTEXT}      # the context flag: 0 none, else one of these
+# the context flag: 0 none, else one of these (the first generation's is 2: flags predate generations)
+_CONTEXTS = {1: CONTEXT, 2: GENERATION_CONTEXTS[0], 3: GENERATION_CONTEXTS[1]}
+assert GENERATION_CONTEXTS[-1] == CONTEXT
 _KEYS = frozenset(f.name for f in FIELDS)
-# An event made before the last fields existed (operator, rows: an older agent, or an
-# outbox kept across an upgrade) is written with the first ``_FIRST_FIELDS`` and read back
-# without them, exactly as it was; ``check_event`` reads them as null.
-_FIRST_FIELDS = 14
-_FIELD_COUNTS = (_FIRST_FIELDS, len(FIELDS))
+# An event made before the last fields existed (an older agent, or an outbox kept across
+# an upgrade) is written with its generation's fields and read back without the later
+# ones, exactly as it was; ``check_event`` reads them as null.
+_FIRST_FIELDS = GENERATION_FIELD_COUNTS[0]
 _LATER_KEYS = frozenset(f.name for f in FIELDS[_FIRST_FIELDS:])   # an event stored before them may lack them
+_FIELD_INDEX = {f.name: i for i, f in enumerate(FIELDS)}
+
+
+def _field_count(event: Mapping[str, Any]) -> int:
+    """How many fields ``event`` is written with: those of the oldest generation that has all its keys."""
+    last = max((_FIELD_INDEX[k] for k in _LATER_KEYS if k in event), default=-1)
+    return next(n for n in GENERATION_FIELD_COUNTS if n > last)
 
 
 class BatchError(EventError):
@@ -171,8 +180,7 @@ class _Writer:
                 raise BatchError("an event with an @context other than the standard one cannot be batched")
         out: list[Any] = [flag]
         text = self.text
-        written = FIELDS if _LATER_KEYS & set(event) else FIELDS[:_FIRST_FIELDS]
-        for f in written:
+        for f in FIELDS[:_field_count(event)]:
             value = event.get(f.name)
             if value is None:
                 out.append(None)
@@ -267,7 +275,7 @@ class _Reader:
         return [self.text(v, where) for v in value]
 
     def event(self, raw: Any, number: int) -> dict[str, Any]:
-        if (type(raw) is not list or len(raw) - 1 not in _FIELD_COUNTS or raw[0] not in (0, *_CONTEXTS)
+        if (type(raw) is not list or len(raw) - 1 not in GENERATION_FIELD_COUNTS or raw[0] not in (0, *_CONTEXTS)
                 or type(raw[0]) is not int):
             raise BatchError(f"event {number}: not an array of a context flag and {len(FIELDS)} fields")
         event: dict[str, Any] = {"@context": _CONTEXTS[raw[0]]} if raw[0] else {}

@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from edgewave.agent.engine.evidence import Entailment
 from edgewave.shared.bounded_json import load_json
-from edgewave.shared.events import (CONTEXT, EARLIER_CONTEXT, FIELDS, EventError, EventLimits, decode_event,
-                                    encode_event, instance_events, match_event, rows_dicts, significant_event)
+from edgewave.shared.events import (CONTEXT, EARLIER_CONTEXT, FIELDS, GENERATION_CONTEXTS, EventError, EventLimits,
+                                    decode_event, encode_event, instance_events, match_event, rows_dicts,
+                                    significant_event)
 from edgewave.shared.uplink_batch import (HEADER, MAGIC, MAX_DEPTH, ZDICT, BatchError, build_table, check_event,
                                           decode_batch, encode_batch, is_batch)
 
@@ -288,6 +289,29 @@ def test_events_stored_before_instance_results_are_batched_and_landed_as_they_we
     assert decode_batch(encode_batch([old, *instance_result(1)])) == [old, *instance_result(1)]
     landed = check_event(old)
     assert landed["operator"] is None and landed["rows"] is None
+
+
+def test_events_stored_before_absences_and_chained_rules_are_batched_and_landed_as_they_were():
+    """An outbox kept across the next upgrade: an instance result and a match with operator
+    and rows but without expected and derivedFrom, under that generation's context, beside
+    an absence that carries them."""
+    older = []
+    for e in [*instance_result(1), demo_events()[1]]:
+        e = {k: v for k, v in e.items() if k not in ("expected", "derivedFrom")}
+        e["@context"] = GENERATION_CONTEXTS[1]
+        e.setdefault("operator", None)
+        e.setdefault("rows", None)
+        older.append(e)
+    absence = match_event("gw1", "silent", {"sensor": f"<{EX}gw1/s1>"}, 1_000, 46_000,
+                          [((f"<{EX}gw1/s1>", "<http://ex.org/beat>", '"1"'), 1_000)], 46_010,
+                          expected=[f"<{EX}gw1/s1> <http://ex.org/beat> ?n ."],
+                          derived_from=["urn:edgewave:event:" + "0" * 32])
+    events = [*older, absence]
+    assert decode_batch(encode_batch(events)) == events
+    assert decode_batch(encode_batch(events, shared_table=False)) == events
+    landed = [check_event(e) for e in decode_batch(encode_batch(events))]
+    assert [e["expected"] for e in landed] == [None, None, absence["expected"]]
+    assert landed[-1]["derivedFrom"] == absence["derivedFrom"]
 
 
 def test_a_large_instance_result_is_cut_into_events_ingest_accepts():
