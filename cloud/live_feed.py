@@ -13,11 +13,13 @@ a redelivered duplicate is dropped by event id, and if it cannot be written
 (disk full, a locked file) ingest logs, counts and goes on: the landing zone
 and the aggregates do not depend on it.
 
-A match's ``entailed`` evidence (which contributing triples the gateway entailed, from
-what, by which schema axioms; ``shared/events.py``) is kept as JSON in its own column,
-NULL for events without it (significant events, agents from before the field). A feed
-written before that column existed gets it when a writer opens it (``_migrate``), and
-``read_feed`` reads such a file as it is until then.
+A match's evidence beyond its triples is kept as JSON, each in its own column, NULL for
+events without it (significant events, agents from before the field; ``shared/events.py``):
+``entailed`` (which contributing triples the gateway entailed, from what, by which schema
+axioms), ``expected`` (an absence's missing triple patterns, due by the window's end) and
+``derived_from`` (the ids of the rule matches whose constructed triples a chained match
+used). A feed written before such a column existed gets it when a writer opens it
+(``_migrate``), and ``read_feed`` reads such a file as it is until then.
 """
 from __future__ import annotations
 
@@ -29,9 +31,11 @@ from typing import Any, Iterable
 from edgewave.shared.sqlite_files import open_read_only, open_read_write
 
 COLUMNS = ("seq", "id", "gateway", "kind", "pattern", "window_start", "window_end", "emitted_at", "ingest_ms",
-           "sensor", "property", "result", "bindings", "triples", "entailed")
-ADDED_COLUMNS = {"entailed": "TEXT"}
+           "sensor", "property", "result", "bindings", "triples", "entailed", "expected", "derived_from")
+ADDED_COLUMNS = {"entailed": "TEXT", "expected": "TEXT", "derived_from": "TEXT"}
 """Columns added after the first release: ``_migrate`` adds those an older feed lacks."""
+EVIDENCE_COLUMNS = ("entailed", "expected", "derived_from")
+"""A match's evidence beyond its triples, as JSON text; NULL where the event has none."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS recent_events (
@@ -49,9 +53,15 @@ CREATE TABLE IF NOT EXISTS recent_events (
     result TEXT,
     bindings TEXT NOT NULL,
     triples TEXT NOT NULL,
-    entailed TEXT
+    entailed TEXT,
+    expected TEXT,
+    derived_from TEXT
 );
 """
+
+
+def _json_or_null(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False)
 
 
 class LiveFeedWriter:
@@ -85,7 +95,8 @@ class LiveFeedWriter:
                  r["emittedAt"], r["ingestTime"], r.get("sensor"), r.get("property"), r.get("result"),
                  json.dumps(r.get("bindings") or [], ensure_ascii=False),
                  json.dumps(r.get("triples") or [], ensure_ascii=False),
-                 None if r.get("entailed") is None else json.dumps(r["entailed"], ensure_ascii=False))
+                 _json_or_null(r.get("entailed")), _json_or_null(r.get("expected")),
+                 _json_or_null(r.get("derivedFrom")))
                 for r in records]
         if not rows:
             return 0
@@ -95,8 +106,8 @@ class LiveFeedWriter:
             before = conn.total_changes
             conn.executemany(
                 "INSERT OR IGNORE INTO recent_events (id, gateway, kind, pattern, window_start, window_end, "
-                "emitted_at, ingest_ms, sensor, property, result, bindings, triples, entailed) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                "emitted_at, ingest_ms, sensor, property, result, bindings, triples, entailed, expected, derived_from) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
             added = conn.total_changes - before
             newest = conn.execute("SELECT MAX(seq) FROM recent_events").fetchone()[0] or 0
             conn.execute("DELETE FROM recent_events WHERE seq <= ?", (newest - self.max_rows,))
@@ -149,6 +160,7 @@ def read_feed(path: str | Path, after_seq: int = 0, limit: int = 200, *, gateway
         item = dict(zip(COLUMNS, row))
         item["bindings"] = json.loads(item["bindings"])
         item["triples"] = json.loads(item["triples"])
-        item["entailed"] = None if item["entailed"] is None else json.loads(item["entailed"])
+        for name in EVIDENCE_COLUMNS:
+            item[name] = None if item[name] is None else json.loads(item[name])
         out.append(item)
     return out

@@ -80,6 +80,18 @@ def test_a_match_keeps_its_entailed_evidence_and_other_events_have_none(tmp_path
     assert [r["entailed"] for r in rows] == [ENTAILED, [], None]
 
 
+HEARTBEAT = "<http://example.org/gw1/sensor7> <http://example.org/beat> ?n ."
+RULE_MATCHES = ["urn:edgewave:event:" + "a" * 32, "urn:edgewave:event:" + "b" * 32]
+
+
+def test_an_absence_keeps_what_was_expected_and_a_chained_match_the_matches_it_was_built_from(tmp_path):
+    feed = LiveFeedWriter(tmp_path / "live.db", max_rows=10)
+    feed.append([landed(1) | {"expected": [HEARTBEAT]}, landed(2) | {"derivedFrom": RULE_MATCHES}, landed(3)])
+    rows = read_feed(tmp_path / "live.db")
+    assert [(r["expected"], r["derived_from"]) for r in rows] == [([HEARTBEAT], None), (None, RULE_MATCHES),
+                                                                  (None, None)]
+
+
 OLD_SCHEMA = """
 CREATE TABLE recent_events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, gateway TEXT NOT NULL, kind TEXT NOT NULL,
@@ -90,13 +102,27 @@ INSERT INTO recent_events (id, gateway, kind, pattern, window_start, window_end,
 """
 
 
-def test_a_feed_from_before_the_entailed_column_is_read_as_it_is_and_migrated_by_the_next_writer(tmp_path):
+def test_a_feed_from_before_the_evidence_columns_is_read_as_it_is_and_migrated_by_the_next_writer(tmp_path):
     path = tmp_path / "live.db"
     conn = sqlite3.connect(path)
     conn.executescript(OLD_SCHEMA)
     conn.close()
     [old] = read_feed(path)                      # the dashboard before ingest restarts
-    assert old["id"] == "urn:edgewave:event:old" and old["entailed"] is None
-    LiveFeedWriter(path, max_rows=10).append([landed(1) | {"entailed": ENTAILED}])
+    assert old["id"] == "urn:edgewave:event:old"
+    assert (old["entailed"], old["expected"], old["derived_from"]) == (None, None, None)
+    LiveFeedWriter(path, max_rows=10).append([landed(1) | {"entailed": ENTAILED, "expected": [HEARTBEAT],
+                                                           "derivedFrom": RULE_MATCHES}])
     LiveFeedWriter(path, max_rows=10).close()    # a second writer (another ingest worker) finds it migrated
-    assert [r["entailed"] for r in read_feed(path)] == [None, ENTAILED]
+    assert [(r["entailed"], r["expected"], r["derived_from"]) for r in read_feed(path)] == \
+        [(None, None, None), (ENTAILED, [HEARTBEAT], RULE_MATCHES)]
+
+
+def test_a_feed_from_before_expected_and_derived_from_is_migrated_too(tmp_path):
+    """A feed that already had ``entailed`` but not the two later columns."""
+    path = tmp_path / "live.db"
+    conn = sqlite3.connect(path)
+    conn.executescript(OLD_SCHEMA + "ALTER TABLE recent_events ADD COLUMN entailed TEXT;")
+    conn.close()
+    assert read_feed(path)[0]["expected"] is None
+    LiveFeedWriter(path, max_rows=10).append([landed(1) | {"expected": [HEARTBEAT]}])
+    assert [r["expected"] for r in read_feed(path)] == [None, [HEARTBEAT]]
