@@ -16,6 +16,8 @@ To stay fast over a long history:
 - the rest is read with the asked-for filter pushed down to the row groups and
   only the columns needed (the range listing leaves out the triples and their
   entailment: the evidence page reads those for one event);
+- a file written before a column existed (``expected``, ``derivedFrom``: the event
+  format grows at its end) is read for the columns it has, the others as None;
 - a range is read newest file first and stops when the rows it has are newer
   than anything the remaining files can hold.
 
@@ -40,17 +42,19 @@ log = logging.getLogger("edgewave.cloud.dashboard.history")
 DONE_MARKER = "_SUCCESS"
 TIME_COLUMN = "windowEnd"
 LISTING_COLUMNS = ["id", "gateway", "kind", "pattern", "windowStart", "windowEnd", "emittedAt", "ingestTime",
-                   "sensor", "property", "result", "bindings"]
-"""What a range listing reads: no triples and no entailment (the heavy columns)."""
+                   "sensor", "property", "result", "bindings", "expected", "derivedFrom"]
+"""What a range listing reads: no triples and no entailment (the heavy columns); an absence's expected
+patterns and a chained match's links are a few short strings, null in most rows, and mark the row."""
 EVIDENCE_COLUMNS = LISTING_COLUMNS + ["triples", "entailed"]
 FEED_NAMES = {"windowStart": "window_start", "windowEnd": "window_end", "emittedAt": "emitted_at",
-              "ingestTime": "ingest_ms"}
+              "ingestTime": "ingest_ms", "derivedFrom": "derived_from"}
 """Parquet column -> the live feed's name for it: history rows look like feed rows to the pages."""
 
 
 @dataclass(frozen=True)
 class FileStats:
-    """What a Parquet file's footer says: its rows and the ranges of match time and event id (None: unknown)."""
+    """What a Parquet file's footer says: its rows, its columns and the ranges of match time and event id
+    (None: unknown)."""
 
     path: str
     rows: int
@@ -58,6 +62,7 @@ class FileStats:
     time_max: int | None
     id_min: str | None
     id_max: str | None
+    columns: frozenset[str]
 
     def may_hold_time(self, start_ms: int, end_ms: int) -> bool:
         return self.time_min is None or self.time_max is None or (self.time_min < end_ms and self.time_max >= start_ms)
@@ -80,9 +85,12 @@ def local_history(location: str) -> Path | None:
     return None
 
 
-def _feed_row(record: dict[str, Any]) -> dict[str, Any]:
-    """A Parquet row as a live-feed row (the evidence views and exports take those)."""
-    return {FEED_NAMES.get(name, name): value for name, value in record.items()}
+def _feed_row(record: dict[str, Any], missing: list[str]) -> dict[str, Any]:
+    """A Parquet row as a live-feed row (the evidence views and exports take those); ``missing``, the columns
+    its file was written without, as None."""
+    row = {FEED_NAMES.get(name, name): value for name, value in record.items()}
+    row.update((FEED_NAMES.get(name, name), None) for name in missing)
+    return row
 
 
 class History:
@@ -161,14 +169,16 @@ class History:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
+        present = [c for c in columns if c in stats.columns]
+        missing = [c for c in columns if c not in stats.columns]
         try:
-            table = pq.read_table(stats.path, columns=columns, filters=condition, use_threads=False,
+            table = pq.read_table(stats.path, columns=present, filters=condition, use_threads=False,
                                   pre_buffer=False)
         except (OSError, pa.ArrowException) as exc:
             log.warning("history unreadable path=%s reason=%r: skipped, listing read again", stats.path, str(exc))
             self.forget()
             return []
-        return [_feed_row(record) for record in table.to_pylist()]
+        return [_feed_row(record, missing) for record in table.to_pylist()]
 
     def event(self, event_id: str, at_ms: int | None = None) -> dict[str, Any] | None:
         """One event with its triples and entailment (``at_ms``: its match time, when the link knows it)."""
@@ -219,7 +229,8 @@ class History:
 
 
 def _stats(path: str, metadata: Any) -> FileStats:
-    """Ranges of match time and id over every row group (unknown when a row group has no statistics)."""
+    """The file's columns, and the ranges of match time and id over every row group (unknown when a row group
+    has no statistics)."""
     names = [metadata.schema.column(i).path for i in range(metadata.num_columns)]
     ranges: dict[str, list[Any]] = {}
     for column in ("id", TIME_COLUMN):
@@ -240,4 +251,4 @@ def _stats(path: str, metadata: Any) -> FileStats:
         known = None not in lows and lows
         ranges[column] = [min(lows) if known else None, max(highs) if known else None]
     return FileStats(path, metadata.num_rows, ranges[TIME_COLUMN][0], ranges[TIME_COLUMN][1], ranges["id"][0],
-                     ranges["id"][1])
+                     ranges["id"][1], frozenset(metadata.schema.to_arrow_schema().names))

@@ -11,16 +11,26 @@ from edgewave.cloud.dashboard.history import History, local_history
 HOUR = 3_600_000
 
 
-def write_batch(events_dir: Path, batch_id: int, ends: list[int], done: bool = True) -> None:
-    """A batch folder as the Spark job leaves it (the columns the dashboard reads, one part file)."""
+def write_batch(events_dir: Path, batch_id: int, ends: list[int], done: bool = True, *,
+                without: tuple[str, ...] = (), **columns: list) -> None:
+    """A batch folder as the Spark job leaves it (the columns the dashboard reads, one part file); ``columns``
+    gives a column's values row by row, ``without`` leaves columns out (a file written before they existed)."""
     folder = events_dir / f"batch_id={batch_id}"
     folder.mkdir(parents=True)
     rows = [{"id": f"urn:edgewave:event:{batch_id:04d}{k:04d}", "gateway": "gw1", "kind": "match", "pattern": "fire",
              "windowStart": end - 1000, "windowEnd": end, "emittedAt": end + 1, "ingestTime": end + 5,
              "sensor": None, "property": None, "result": None,
              "bindings": [{"variable": "room", "value": f"<r{k}>"}], "triples": [f"<s{k}> <p> <o> ."],
-             "entailed": None} for k, end in enumerate(ends)]
-    pq.write_table(pa.Table.from_pylist(rows), folder / "part-00000-x-c000.snappy.parquet")
+             "entailed": None, "expected": None, "derivedFrom": None} for k, end in enumerate(ends)]
+    for name, values in columns.items():
+        for row, value in zip(rows, values):
+            row[name] = value
+    rows = [{name: value for name, value in row.items() if name not in without} for row in rows]
+    schema = pa.Table.from_pylist(rows).schema
+    for name in ("expected", "derivedFrom"):   # as Spark types them, whatever the values
+        if name in schema.names:
+            schema = schema.set(schema.get_field_index(name), pa.field(name, pa.list_(pa.string())))
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), folder / "part-00000-x-c000.snappy.parquet")
     if done:
         (folder / "_SUCCESS").write_bytes(b"")
 
@@ -70,8 +80,28 @@ def test_one_event_with_its_time_opens_one_file(tmp_path):
     assert history.event("urn:edgewave:event:99999999") is None
 
 
+def test_files_from_before_a_column_are_read_with_it_as_none(tmp_path):
+    """History written before ``entailed``, ``expected`` and ``derivedFrom`` existed, beside a newer batch."""
+    write_batch(tmp_path / "events", 0, [HOUR], without=("entailed", "expected", "derivedFrom"))
+    expected = ["<http://example.org/gw1/sensor7> <http://example.org/beat> ?n ."]
+    built_from = ["urn:edgewave:event:" + "a" * 32]
+    write_batch(tmp_path / "events", 1, [2 * HOUR, 2 * HOUR + 1], expected=[expected, None],
+                derivedFrom=[None, built_from])
+    history = History(str(tmp_path))
+    old = history.event("urn:edgewave:event:00000000")
+    assert old["triples"] == ["<s0> <p> <o> ."]
+    assert (old["entailed"], old["expected"], old["derived_from"]) == (None, None, None)
+    absence, chained = history.event("urn:edgewave:event:00010000"), history.event("urn:edgewave:event:00010001")
+    assert (absence["expected"], absence["derived_from"]) == (expected, None)
+    assert (chained["expected"], chained["derived_from"]) == (None, built_from)
+    listed = history.events(0, 3 * HOUR)
+    assert [(e["expected"], e["derived_from"]) for e in listed] == [(None, built_from), (expected, None),
+                                                                   (None, None)]
+
+
 def test_a_history_elsewhere_is_not_read(tmp_path):
     assert local_history("s3a://bucket/history") is None and local_history("hdfs://nn/h") is None
-    assert local_history(f"file://{tmp_path}") == tmp_path and local_history("var/cloud/history") == Path("var/cloud/history")
+    assert local_history(f"file://{tmp_path}") == tmp_path
+    assert local_history("var/cloud/history") == Path("var/cloud/history")
     assert History(str(tmp_path / "never-written")).events(0, HOUR) == []
     assert not (tmp_path / "never-written").exists()
