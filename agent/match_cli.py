@@ -32,7 +32,8 @@
   instance waits for late triples (default 0).
 
 Output: ``{"pattern": name, "bindings": {var: N-Triples term}, "start": ms, "end": ms}``
-per line on stdout for a continuous match, ``{"query": name, "window": {"start": ms,
+per line on stdout for a continuous match (a match of an absence adds ``"expected"``: the
+statements that did not arrive by ``end``, its deadline), ``{"query": name, "window": {"start": ms,
 "end": ms}, "stream": "RSTREAM"|"ISTREAM"|"DSTREAM", "rows": [{var: term}, ...]}`` per
 reported instance of a per-instance query (an unbound variable is absent from its row;
 the instances still holding triples at the end of the input are closed then), written in
@@ -60,6 +61,7 @@ from itertools import islice
 from typing import IO, Iterator
 
 from edgewave.agent.engine import Engine, Match
+from edgewave.agent.engine.absence import AbsenceMatch
 from edgewave.agent.engine.per_instance.front import InstanceQuery
 from edgewave.agent.engine.per_instance.reporting import REPORT_POLICIES, ReportPolicy
 from edgewave.agent.engine.query import Query
@@ -222,7 +224,11 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], hold: list | None 
             if len(heads) >= 4096:
                 heads.clear()
             head = heads[cached_as] = dumps({"pattern": match.pattern, "bindings": bindings})[:-1]
-        buffer.append(f'{head}, "start": {match.start}, "end": {match.end}}}')
+        if type(match) is AbsenceMatch:
+            buffer.append(f'{head}, "start": {match.start}, "end": {match.end}, '
+                          f'"expected": {dumps(list(match.expected))}}}')
+        else:
+            buffer.append(f'{head}, "start": {match.start}, "end": {match.end}}}')
         if len(buffer) >= BATCH:
             write("\n".join(buffer) + "\n")
             buffer.clear()

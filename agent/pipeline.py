@@ -31,7 +31,7 @@ from edgewave.agent.mqtt_link import Ack
 from edgewave.agent.reconfigure import CompiledConfig, ConfigChange, apply_difference, build_engine
 from edgewave.agent.significance import FORWARD, SignificanceFilter, extract_observations
 from edgewave.agent.status import Counters
-from edgewave.shared.events import match_event, significant_event
+from edgewave.shared.events import match_event, match_event_id, significant_event
 from edgewave.shared.topics import TopicError, parse_sensor_topic
 
 IDLE_ADVANCE_MS = 500          # with no sensor message for this long, stream time moves on by the clock
@@ -108,7 +108,9 @@ class Pipeline:
         """One uplink event per match, in the order the engine completed them."""
         gateway, content = self.gateway, self.settings.uplink.match_content
         return [match_event(gateway, m.pattern, m.bindings, m.start, m.end, m.triples, emitted_ms,
-                            entailed=m.entailed, content=content) for m in matches]
+                            entailed=m.entailed, content=content, expected=getattr(m, "expected", None),
+                            derived_from=[match_event_id(gateway, r.pattern, r.triples) for r in m.made_from])
+                for m in matches]
 
     def _significant(self, triples: Sequence[tuple[str, str, str]], matches: Sequence[Match], arrival_ms: int,
                      emitted_ms: int, events: list[Event]) -> None:

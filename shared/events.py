@@ -158,6 +158,11 @@ def event_id(gateway: str, kind: str, pattern: str, triples: Iterable[tuple[tupl
     return EVENT_ID_PREFIX + h.hexdigest()[:32]
 
 
+def match_event_id(gateway: str, pattern: str, triples: Iterable[tuple[tuple[str, str, str], int]]) -> str:
+    """The id ``match_event`` gives a match: how a later event names it (``derivedFrom``)."""
+    return event_id(gateway, KIND_MATCH, pattern, triples)
+
+
 def _statement(triple: tuple[str, str, str]) -> str:
     return f"{triple[0]} {triple[1]} {triple[2]} ."
 
@@ -212,7 +217,7 @@ def match_event(gateway: str, pattern: str, bindings: Mapping[str, str], start: 
     full = content == MATCH_FULL
     return {
         "@context": CONTEXT,
-        "id": event_id(gateway, KIND_MATCH, pattern, triples),
+        "id": match_event_id(gateway, pattern, triples),
         "type": "Match",
         "gateway": gateway,
         "pattern": pattern,

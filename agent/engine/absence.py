@@ -6,7 +6,8 @@ Q ends in an ``AbsenceWatch``: a match of Q compatible with a waiting match of P
 the variables they share), that starts after P ends and ends by the deadline, answers its
 timer. A timer still unanswered when stream time passes its deadline fires: the match of P
 is reported once, with the interval [P.start, deadline]. A Q that comes later withdraws
-nothing.
+nothing. The reported match says what was missing (``AbsenceMatch.expected``): Q's triple
+patterns with the values P bound filled in.
 
 Timers wait in one heap per engine (``Timers``), earliest deadline first; the engine looks
 at it only when stream time moves forward and only compares with the earliest deadline
@@ -23,7 +24,36 @@ from typing import Callable, Sequence
 from .beta import Production
 from .match import Match
 from .memories import key_reader
+from .query import TriplePattern, is_var
 from .tokens import END, NO_DEADLINE, NO_START, ROW, START, Token
+
+# A term of an expectation: a constant or an unbound variable as written, or the slot of
+# P's row that binds it; a quoted triple pattern nests one.
+Expected = tuple  # of three (str | int | Expected)
+
+
+class AbsenceMatch(Match):
+    """A match of P whose deadline passed: ``expected`` is what did not arrive by ``end``, Q's
+    triple patterns as statements, the values P bound filled in (unbound variables stay
+    ``?name``; Q's filters are not repeated)."""
+
+    __slots__ = ("expected",)
+
+
+def expectation(patterns: Sequence[TriplePattern], slots: dict[str, int]) -> tuple[Expected, ...]:
+    """Q's patterns with each variable P binds replaced by its slot in P's rows."""
+    def term(t: object) -> object:
+        if isinstance(t, TriplePattern):
+            return (term(t.s), term(t.p), term(t.o))
+        if is_var(t) and t[1:] in slots:
+            return slots[t[1:]]
+        return t
+    return tuple((term(tp.s), term(tp.p), term(tp.o)) for tp in patterns)
+
+
+def _written(parts: Expected, row: Sequence[str]) -> str:
+    return " ".join(row[t] if isinstance(t, int) else f"<< {_written(t, row)} >>" if isinstance(t, tuple) else str(t)
+                    for t in parts)
 
 
 class Waiting:
@@ -74,14 +104,15 @@ class Timers:
 class AbsenceProduction(Production):
     """The end of P's chain: a match in the query's window starts a timer."""
 
-    __slots__ = ("timers", "within", "waiting", "read_key")
+    __slots__ = ("timers", "within", "waiting", "read_key", "expected")
 
     def __init__(self, name: str, width: int, projection: Sequence[tuple[str, int]],
                  deliver: Callable[[Match], None], clock: Callable[[], int], timers: Timers, within: int,
-                 shared_slots: tuple[int, ...]) -> None:
+                 shared_slots: tuple[int, ...], expected: tuple[Expected, ...] = ()) -> None:
         super().__init__(name, True, width, projection, deliver, clock)
         self.timers = timers
         self.within = within
+        self.expected = expected
         self.waiting: dict[object, list[Waiting]] = {}  # by the values of the variables P shares with Q
         self.read_key = key_reader(shared_slots)
 
@@ -102,9 +133,11 @@ class AbsenceProduction(Production):
         waiting.done = True
         self._forget(waiting)
         token = waiting.token
+        row = token[ROW]
         self.count += 1
-        self.deliver(Match(self.name, dict(zip(self.names, self.getter(token[ROW]))), token[START],
-                           waiting.deadline, token))
+        match = AbsenceMatch(self.name, dict(zip(self.names, self.getter(row))), token[START], waiting.deadline, token)
+        match.expected = tuple(_written(parts, row) + " ." for parts in self.expected)
+        self.deliver(match)
 
     def forget(self, waiting: Waiting) -> None:
         """Drop a waiting match without reporting it (``Engine.forget_deadlines``)."""

@@ -384,6 +384,8 @@ class Engine:
 
     def _deliver(self, match: Match) -> None:
         match._evidence = self._evidence  # the schema it was made under, for Match.entailed
+        if self.network.depths:  # rules made triples: the match may rest on some (Match.made_from)
+            match._makers = self.network.depths  # pruning replaces the dict, this one stays whole
         self.matches += 1
         self._emitted.append(match)
         if self.on_match is not None:

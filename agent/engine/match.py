@@ -22,7 +22,7 @@ class Match:
     """
 
     __slots__ = ("pattern", "bindings", "start", "end", "_token", "_triples", "_sources", "_evidence",
-                 "_entailed")
+                 "_entailed", "_makers")
 
     def __init__(self, pattern: str, bindings: dict[str, str], start: int, end: int, token: Any) -> None:
         self.pattern = pattern
@@ -71,6 +71,27 @@ class Match:
                     out.append(found)
         self._entailed: tuple[Entailment, ...] = tuple(out)
         return self._entailed
+
+    def arrivals(self) -> list[tuple[Triple, int]]:
+        """The (triple, time) arrivals this match rests on: its streamed triples, and for an
+        entailed one also the triple it was entailed from (which is what a rule made)."""
+        triples = self.triples
+        return [*triples, *((source, triples[i][1]) for i, source in self._sources)]
+
+    @property
+    def made_from(self) -> tuple[Match, ...]:
+        """The matches of chained rules that made triples this match used, first use first
+        (rules.py). Set up by the engine only when a rule has made triples."""
+        try:
+            makers = self._makers
+        except AttributeError:
+            return ()
+        out: list[Match] = []
+        for arrival in self.arrivals():
+            found = makers.get(arrival)
+            if found is not None and all(m is not found[1] for m in out):
+                out.append(found[1])
+        return tuple(out)
 
     def _compared(self) -> tuple:
         return (self.pattern, self.bindings, self.start, self.end, self.triples)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .absence import AbsenceProduction, AbsenceWatch, Timers
+from .absence import AbsenceProduction, AbsenceWatch, Timers, expectation
 from .beta import BetaNode, JoinNode, Production, StarJoinNode
 from .consumption import ChronologicalProduction, RecentLevel, RecentProduction
 from .match import Match
@@ -81,7 +81,7 @@ class Network:
         # Triples rules made, (stream, ts, triples), pushed by the engine once the triple going
         # through has; how deep each made triple is; matches too deep to make any (rules.py).
         self.derived: list[tuple[str, int, list]] = []
-        self.depths: dict[tuple, int] = {}
+        self.depths: dict[tuple, tuple[int, Match]] = {}  # (made triple, time) -> (depth, its maker)
         self.depths_kept = 1024  # the size past which the engine's collection prunes ``depths``
         self.derivations_cut = 0
 
@@ -241,7 +241,8 @@ class Network:
         last = waited[-1]
         production = AbsenceProduction(query.name, last.user_width, self._projection(query, last), deliver,
                                        self.clock, self.timers, absence.within_ms,
-                                       tuple(last.slots[v] for v in shared))
+                                       tuple(last.slots[v] for v in shared),
+                                       expectation([query.patterns[i] for i in sorted(absence.patterns)], last.slots))
         nodes[-1].productions.append(production)
         watch_nodes = self._wire(query.name, watched, new_nodes, new_alphas)
         watch = AbsenceWatch(query.name, watched[-1].user_width, self.clock, production,
@@ -252,7 +253,7 @@ class Network:
     def forget_depths(self, now: int) -> None:
         """The depths of made triples that left every window: no match can hold them any more."""
         cutoff = now - max((node.width for node in self.nodes.values()), default=0)
-        self.depths = {key: depth for key, depth in self.depths.items() if key[1] >= cutoff}
+        self.depths = {key: made for key, made in self.depths.items() if key[1] >= cutoff}
         self.depths_kept = max(1024, 2 * len(self.depths))
 
     def remove(self, name: str) -> list[AlphaMemory]:

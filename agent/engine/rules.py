@@ -13,7 +13,9 @@ pattern reading that stream, another rule included, matches them.
 Derivation is bounded: a made triple is one step deeper than the deepest triple of the
 match that made it (a triple from the input is at depth 0), and a match that would make
 triples deeper than ``MAX_DEPTH`` makes none (``Network.derivations_cut`` counts them), so a
-rule that feeds itself stops.
+rule that feeds itself stops. ``Network.depths`` keeps, for each made triple and its time,
+its depth and the match that made it, which is how a later match names the rule matches it
+rests on (``Match.made_from``).
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from .query import TriplePattern, is_var
 from .tokens import Triple
 
 MAX_DEPTH = 8
+_INPUT = (0, None)  # the depth and maker of a triple from the input
 _fresh = itertools.count()
 
 
@@ -45,8 +48,7 @@ class Rule:
         self.deliver(match)
         network = self.network
         depths = network.depths
-        contributing = match.triples
-        depth = 1 + max((depths.get(item, 0) for item in contributing), default=0)
+        depth = 1 + max((depths.get(arrival, _INPUT)[0] for arrival in match.arrivals()), default=0)
         if depth > MAX_DEPTH:
             network.derivations_cut += 1
             return
@@ -55,7 +57,7 @@ class Rule:
             return
         ts = max(match.end, 0)
         for triple in made:
-            depths[(triple, ts)] = depth
+            depths[(triple, ts)] = (depth, match)
         network.derived.append((self.stream, ts, made))
 
     def instantiate(self, bindings: dict[str, str]) -> list[Triple]:

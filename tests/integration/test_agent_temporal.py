@@ -71,6 +71,9 @@ def test_a_chained_rule_makes_a_building_alert_from_two_hot_rooms(rig) -> None:
     assert (bindings_dict(alert)["a"], bindings_dict(alert)["b"]) == (f"<{EX}r1>", f"<{EX}r3>")
     made = events_of(watcher, "http://example.org/hot-rooms")       # the rule's own matches go up too
     assert sorted(bindings_dict(m)["room"] for m in made) == [f"<{EX}r1>", f"<{EX}r3>"]
+    # the alert names the rule matches it was built from: the events of r1's and r3's heat
+    assert sorted(alert["derivedFrom"]) == sorted(m["id"] for m in made)
+    assert all(m["derivedFrom"] is None for m in made)
 
 
 def test_an_ordered_pair_and_a_silent_sensor_fire_on_time_with_no_other_traffic(rig) -> None:
@@ -90,7 +93,8 @@ def test_an_ordered_pair_and_a_silent_sensor_fire_on_time_with_no_other_traffic(
     assert len(alerts) == 1, alerts
     alert = alerts[0]
     assert bindings_dict(alert)["beat"] == f'"4"^^<{XSD}integer>'    # the last heartbeat
-    assert alert["windowEnd"] - alert["windowStart"] == WITHIN_MS  # what was expected, and by when
+    assert alert["windowEnd"] - alert["windowStart"] == WITHIN_MS  # by when the next beat was expected
+    assert alert["expected"] == [f"<{EX}hb1> <{EX}heartbeat> ?next ."]  # and what it was
     # fired by the idle clock within a second of the deadline (emittedAt is the agent's wall clock)
     assert 0 < alert["emittedAt"] - alert["windowEnd"] <= 1000, alert
     [entry] = events_of(watcher, "entry")

@@ -213,6 +213,8 @@ def test_a_silent_sensor_is_reported_once_per_silence_at_its_deadline(tmp_path: 
     # (deadline 15000); s2 never is, and its last beat's deadline (25000) is beyond the input
     assert spans(found, "n") == [(2, 2000, 7000), (10, 10000, 15000)]
     assert {m["bindings"]["sensor"] for m in found} == {f"<{EX}s1>"}
+    # each says what it waited for: the sensor's next heartbeat, the sensor filled in
+    assert [m["expected"] for m in found] == [[f"<{EX}s1> <{EX}heartbeat> ?next ."]] * 2
 
 
 def test_an_answer_exactly_at_the_deadline_counts_and_one_after_it_does_not(tmp_path: Path) -> None:
@@ -256,9 +258,13 @@ def test_each_consumption_strategy_reports_the_combinations_it_defines(tmp_path:
 
 # -- chained rules: REGISTER RSTREAM <stream> AS CONSTRUCT { ... } WHERE { ... }
 
-def run_queries(tmp_path: Path, queries: list[str], lines: list[str]) -> tuple[list[dict], str]:
-    """`edgewave match` with several query files over a stream of N-Triples lines; (matches, summary)."""
+def run_queries(tmp_path: Path, queries: list[str], lines: list[str], schema: str = "") -> tuple[list[dict], str]:
+    """`edgewave match` with several query files over a stream of N-Triples lines, and a
+    Turtle schema when given; (matches, summary)."""
     args = []
+    if schema:
+        (tmp_path / "schema.ttl").write_text(f"@prefix : <{EX}> .\n" + schema)
+        args += ["--schema", str(tmp_path / "schema.ttl")]
     for n, text in enumerate(queries):
         (tmp_path / f"q{n}.rq").write_text(f"PREFIX : <{EX}>\nPREFIX xsd: <{XSD}>\n" + text)
         args += ["--query", str(tmp_path / f"q{n}.rq")]
@@ -323,6 +329,16 @@ def test_a_rule_that_feeds_itself_stops_at_the_depth_bound(tmp_path: Path) -> No
             "FROM NAMED WINDOW <w> ON :s [RANGE PT1M STEP PT1S] WHERE { WINDOW <w> { ?x :p ?y } }")
     found, summary = run_queries(tmp_path, [echo], [line(1000, "a", "p", "b")])
     # the input triple and its copies down to depth 8, then one match too deep to make any
+    assert len(found) == 9 and "derived=8 " in summary and "derivations_cut=1 " in summary, summary
+
+
+def test_a_rule_that_feeds_itself_through_the_schema_stops_at_the_depth_bound_too(tmp_path: Path) -> None:
+    """The rule makes ``:warm``, which the schema entails is ``:hot``, which the rule reads: the
+    entailed triple is as deep as the made one it came from."""
+    warm = ("REGISTER RSTREAM <http://ex.org/s> AS CONSTRUCT { ?x :warm ?y }\n"
+            "FROM NAMED WINDOW <w> ON :s [RANGE PT1M STEP PT1S] WHERE { WINDOW <w> { ?x :hot ?y } }")
+    schema = "@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n:warm rdfs:subPropertyOf :hot .\n"
+    found, summary = run_queries(tmp_path, [warm], [line(1000, "a", "hot", "b")], schema)
     assert len(found) == 9 and "derived=8 " in summary and "derivations_cut=1 " in summary, summary
 
 
