@@ -22,6 +22,7 @@ import signal
 import sys
 from pathlib import Path
 
+from edgewave.shared.alert_text import AlertText
 from edgewave.shared.log_format import setup_logging
 
 from .settings import CloudSettings, SettingsError, load_settings
@@ -118,6 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     make.add_argument("--query", type=Path, action="append", default=[], help="RSP-QL pattern (.rq), repeatable")
     make.add_argument("--significance", type=Path, action="append", default=[],
                       help="significance rules (ew:SignificanceRule nodes, Turtle or TriG), repeatable")
+    make.add_argument("--alerts", type=Path, help="alert text of patterns (YAML: pattern name -> title, severity, "
+                      "message; the message a template over the pattern's variables)")
     make.add_argument("--out", type=Path, help="output file (default stdout)")
     return parser
 
@@ -229,7 +232,11 @@ def _make_config(args: argparse.Namespace) -> int:
                 return refuse(f"{path}: {exc}")
     except RdfFileError as exc:
         return refuse(str(exc))
-    document = configdoc.build_config_document(patterns, schema, static, rules)
+    try:
+        alerts = _alert_texts(args.alerts, [name for name, _ in patterns]) if args.alerts else {}
+    except (OSError, ValueError) as exc:
+        return refuse(f"{args.alerts}: {exc}")
+    document = configdoc.build_config_document(patterns, schema, static, rules, alerts)
     try:
         check_config_document(document, "trig")
     except configdoc.ConfigRejected as exc:
@@ -239,6 +246,26 @@ def _make_config(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(document)
     return 0
+
+
+def _alert_texts(path: Path, names: list[str]) -> dict[str, AlertText]:
+    """make-config's ``--alerts`` file: {pattern name: {title, severity, message}}; the texts
+    themselves are checked with the document (``check_config_document``)."""
+    import yaml
+
+    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if not isinstance(raw, dict):
+        raise ValueError("expected a mapping of pattern name to title, severity and message")
+    out: dict[str, AlertText] = {}
+    for name, fields in raw.items():
+        if name not in names:
+            raise ValueError(f"alert text for {name!r}, which no --query pattern registers "
+                             f"(the patterns: {', '.join(names) or 'none'})")
+        if not isinstance(fields, dict) or set(fields) - {"title", "severity", "message"} \
+                or not all(isinstance(v, str) for v in fields.values()):
+            raise ValueError(f"{name}: expected title, severity and message, each a string")
+        out[name] = AlertText(fields.get("title"), fields.get("severity"), fields.get("message"))
+    return out
 
 
 def _add_user(args: argparse.Namespace) -> int:

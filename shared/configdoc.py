@@ -366,13 +366,15 @@ def _long_string(text: str) -> str:
 
 def build_config_document(patterns: Mapping[str, str] | Iterable[tuple[str, str]],
                           schema: list[tuple[str, str, str]], static: list[tuple[str, str, str]],
-                          significance: list[SignificanceRule] = ()) -> str:
+                          significance: list[SignificanceRule] = (),
+                          alerts: Mapping[str, AlertText] | None = None) -> str:
     """A TriG config document from its parts, the inverse of load_config_document.
 
     Operators keep patterns (.rq), schema (Turtle) and site data (N-Triples) as separate
     files; this assembles what a gateway receives. ``patterns`` may also be (name, text)
     pairs, written as given, so a name that comes twice stays in the document for the
-    check to refuse rather than one of its patterns being dropped.
+    check to refuse rather than one of its patterns being dropped. ``alerts``: the alert
+    text of patterns, by name.
     """
     def graph(name: str, triples: list[tuple[str, str, str]]) -> str:
         body = "".join(f"  {s} {p} {o} .\n" for s, p, o in triples)
@@ -380,7 +382,12 @@ def build_config_document(patterns: Mapping[str, str] | Iterable[tuple[str, str]
 
     items = []
     for name, text in (patterns.items() if isinstance(patterns, Mapping) else patterns):
-        items.append(f'    ew:pattern [ a ew:Pattern ; ew:name {json.dumps(name)} ; ew:query {_long_string(text)} ]')
+        alert = (alerts or {}).get(name, AlertText())
+        said = "".join(f" ; ew:{key} {json.dumps(value, ensure_ascii=False)}" for key, value in
+                       (("title", alert.title), ("severity", alert.severity), ("message", alert.message))
+                       if value is not None)
+        items.append(f'    ew:pattern [ a ew:Pattern ; ew:name {json.dumps(name)}{said} ; '
+                     f'ew:query {_long_string(text)} ]')
     for rule in significance:
         fields = [("property", rule.property), ("deadbandAbsolute", rule.deadband_absolute),
                   ("deadbandRelative", rule.deadband_relative), ("maxSilenceSeconds", rule.max_silence_s),

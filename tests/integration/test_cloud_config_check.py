@@ -211,3 +211,27 @@ def test_make_config_refuses_what_the_agent_cannot_compile_with_its_reason(tmp_p
     assert result.stderr.splitlines() == [f"edgewave-cloud make-config: {agent_reason(both)}"]
     assert agent_reason(both) == "duplicate pattern name fire"
     assert not out_file.exists()
+
+
+def make_config(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "edgewave-cloud"), "make-config", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_make_config_writes_alert_text_the_agent_reads_and_refuses_a_message_naming_an_unbound_variable(tmp_path):
+    fire = str(REPO / "configs/patterns/fire.rq")
+    alerts = tmp_path / "alerts.yaml"
+    alerts.write_text('fire: {title: Fire, severity: critical, message: "Fire in {room}: {temp} °C ❗"}\n')
+    made = make_config("--query", fire, "--alerts", str(alerts), "--out", str(tmp_path / "out.trig"))
+    assert made.returncode == 0, made.stderr
+    read = load_config_document((tmp_path / "out.trig").read_text(), "trig")
+    assert (read.alerts["fire"].title, read.alerts["fire"].severity, read.alerts["fire"].message) == \
+        ("Fire", "critical", "Fire in {room}: {temp} °C ❗")
+    alerts.write_text('fire: {message: "Fire in {building}"}\n')
+    refused = make_config("--query", fire, "--alerts", str(alerts))
+    assert refused.returncode == 2 and "its message names ?building, which the pattern does not bind" \
+        in refused.stderr, refused.stderr
+    alerts.write_text('smoke: {title: Smoke}\n')
+    refused = make_config("--query", fire, "--alerts", str(alerts))
+    assert refused.returncode == 2 and "alert text for 'smoke', which no --query pattern registers" \
+        in refused.stderr, refused.stderr
