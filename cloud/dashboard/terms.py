@@ -51,7 +51,7 @@ OBSERVED_PROPERTY = f"<{SOSA_NS}observedProperty>"
 MADE_BY_SENSOR = f"<{SOSA_NS}madeBySensor>"
 
 UNIT_SYMBOLS: dict[str, str] = {
-    "DEG_C": "°C", "DEG_F": "°F", "K": "K", "PERCENT": "%", "PPM": "ppm", "PPB": "ppb", "LUX": "lx",
+    "DEG_C": "°C", "DEG_F": "°F", "K": "K", "PERCENT": "%", "PERCENT_RH": "% RH", "PPM": "ppm", "PPB": "ppb", "LUX": "lx",
     "PA": "Pa", "HectoPA": "hPa", "KiloPA": "kPa", "BAR": "bar", "MilliBAR": "mbar", "W": "W", "KiloW": "kW",
     "W-HR": "Wh", "KiloW-HR": "kWh", "V": "V", "A": "A", "M": "m", "MilliM": "mm", "CentiM": "cm",
     "SEC": "s", "MilliSEC": "ms", "MIN": "min", "HR": "h", "DEG": "°", "DeciB": "dB", "DeciB_A": "dB(A)",
