@@ -6,15 +6,27 @@ contributing triples as N-Triples statements, and (from agents that report it)
 triple it came from and the schema axioms, in order (docs/ARCHITECTURE.md,
 "Uplink events"). Entailed triples are marked and show that chain; an event
 without the field (an older agent) shows the triples as they are. Per-triple
-timestamps are shown where the row carries them. One function serves the
-server-rendered evidence pages and the live page's panel (which gets the same
-structure inside each server-sent event).
+timestamps are shown where the row carries them.
+
+Two kinds of match say more. An absence ("P, then no compatible Q within D")
+carries ``expected``: Q's triple patterns with the match's bindings filled in, due
+by the window's end; the view says what did not arrive and by when. A match that
+used triples a chained rule constructed carries ``derived_from``: the event ids of
+the rule matches that made them, each a link to that match's own evidence page.
+The ids come from a gateway: only those of the event id form (``urn:edgewave:event:``)
+become links.
+
+One function serves the server-rendered evidence pages and the live page's panel
+(which gets the same structure inside each server-sent event).
 """
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
+from urllib.parse import quote
+
+from edgewave.shared.events import EVENT_ID_PREFIX
 
 ENTAILMENT_FIELD = "entailed"
 MAX_AXIOMS = 32
@@ -30,6 +42,20 @@ class TripleView:
 
 
 @dataclass
+class RuleMatchLink:
+    """A rule match a chained match was built from: its id, and the page of its evidence (None: not an event id)."""
+
+    event_id: str
+    href: str | None
+
+
+def match_link(event_id: str) -> RuleMatchLink:
+    """The link to a match's evidence page, for an id of the event id form only (the rest is escaped in the path)."""
+    linkable = event_id.startswith(EVENT_ID_PREFIX)
+    return RuleMatchLink(event_id, "/matches/" + quote(event_id, safe=":") if linkable else None)
+
+
+@dataclass
 class Evidence:
     event_id: str
     gateway: str
@@ -42,10 +68,23 @@ class Evidence:
     triples: list[TripleView]
     reports_entailment: bool
     """whether the event says which triples were entailed (older agents do not)"""
+    expected: list[str] = field(default_factory=list)
+    """an absence's missing triple patterns (``?name``: still unbound), due by ``window_end``"""
+    derived_from: list[RuleMatchLink] = field(default_factory=list)
+    """the rule matches whose constructed triples this match used"""
+
+    @property
+    def waited_ms(self) -> int | None:
+        """How long after the match began the expected triples were still awaited (its deadline)."""
+        if self.window_start is None or self.window_end is None:
+            return None
+        return self.window_end - self.window_start
 
     def as_json(self) -> dict[str, Any]:
         return {"window_start": self.window_start, "window_end": self.window_end,
-                "reports_entailment": self.reports_entailment, "triples": [asdict(t) for t in self.triples]}
+                "reports_entailment": self.reports_entailment, "triples": [asdict(t) for t in self.triples],
+                "expected": self.expected, "waited_ms": self.waited_ms,
+                "derived_from": [asdict(link) for link in self.derived_from]}
 
 
 def _loaded(value: Any) -> Any:
@@ -115,4 +154,11 @@ def evidence_of(item: dict[str, Any]) -> Evidence:
                 if isinstance(b, dict)]
     return Evidence(str(item.get("id", "")), str(item.get("gateway", "")), item.get("pattern"), bindings,
                     _int(item.get("window_start")), _int(item.get("window_end")), _int(item.get("emitted_at")),
-                    _int(item.get("ingest_ms")), views, isinstance(raw, list))
+                    _int(item.get("ingest_ms")), views, isinstance(raw, list), _strings(item.get("expected")),
+                    [match_link(i) for i in _strings(item.get("derived_from"))])
+
+
+def _strings(value: Any) -> list[str]:
+    """The strings of a JSON list (as text in a feed row, a list in an alarm's or the history's); [] for null."""
+    loaded = _loaded(value)
+    return [v for v in loaded if isinstance(v, str)] if isinstance(loaded, list) else []

@@ -5,7 +5,8 @@ job, several micro-batches) writes them to Parquet and the aggregates. The live 
 keeps only the newest few (as a small ``live_feed.max_rows`` would), and the dashboard's
 follower makes alarms of those. The live page's ranges and its CSV must list every
 event in a range, newest first, and a match whose row is deleted from the dashboard's
-SQLite must still open to its evidence, from Parquet.
+SQLite must still open to its evidence, from Parquet: an absence's too, with what it
+expected, and a chained match's, with links to the rule matches it was built from.
 """
 from __future__ import annotations
 
@@ -53,11 +54,26 @@ def known_events(now: int) -> list[dict]:
         events.append(match_event("gw1" if i % 3 else "gw2", "fire" if i % 2 == 0 else "intrusion", {"room": room},
                                   end - 4000, end, [(located, end - 1000), (is_room, end - 1000)], end + 50,
                                   entailed=entailed))
+    events.extend(absence_and_chain(now))
     for i in range(20):
         at = now - i * 97 * MINUTE - 3_000
         events.append(significant_event("gw1", f"<{EX}temp{i}>", f"<{EX}Temperature>", f'"{20 + i}"', at,
                                         [(f"<{EX}obs{i}>", f"<{EX}hasResult>", f'"{20 + i}"')], at + 20))
     return sorted(events, key=lambda e: e["windowEnd"])      # oldest first, as they were ingested
+
+
+def absence_and_chain(now: int) -> list[dict]:
+    """A day back (long out of the feed): an absence, a rule match and the chained match built from it."""
+    start = now - 1440 * MINUTE - 11_000
+    absence = match_event("gw1", "silent-sensor", {"sensor": f"<{EX}sensor1>"}, start, start + 5 * MINUTE,
+                          [((f"<{EX}sensor1>", f"<{EX}heartbeat>", '"7"'), start)], start + 5 * MINUTE + 200,
+                          expected=[f"<{EX}sensor1> <{EX}heartbeat> ?next ."])
+    rule = match_event("gw2", "hot-rooms", {"room": f"<{EX}room1>"}, start, start + 1000,
+                       [((f"<{EX}room1>", f"<{EX}temperature>", '"64"'), start + 1000)], start + 1100)
+    chained = match_event("gw2", "building-alert", {"building": f"<{EX}b1>"}, start + 1000, start + 1000,
+                          [((f"<{EX}room1>", f"<{EX}hotIn>", f"<{EX}b1>"), start + 1000)], start + 1100,
+                          derived_from=[rule["id"]])
+    return [absence, rule, chained]
 
 
 class Rig:
@@ -205,3 +221,26 @@ def test_a_match_deleted_from_sqlite_opens_from_the_parquet_history(rig, page):
         assert response.status == 200 and page.locator("#evidence-source").count() == 1
         assert page.locator("ol.triples li code").all_inner_texts() == old["triples"]
     assert page.goto("/matches/urn:edgewave:event:" + "0" * 32).status == 404
+
+
+def test_an_absence_and_a_chained_match_open_from_the_parquet_history_with_their_origins(rig, page):
+    """The job keeps ``expected`` and ``derivedFrom`` in its history; the match pages read them from there."""
+    absence, rule, chained = (next(e for e in rig.events if e.get("pattern") == name)
+                              for name in ("silent-sensor", "hot-rooms", "building-alert"))
+    page.goto(f"/matches/{quote(absence['id'])}?at={absence['windowEnd']}")
+    assert page.locator("#evidence-source").count() == 1
+    assert page.locator(".absence ul.expected li").all_inner_texts() == absence["expected"]
+    assert page.locator(".absence p").first.inner_text().endswith("did not arrive within 5 min of the match's start:")
+    page.goto(f"/matches/{quote(chained['id'])}?at={chained['windowEnd']}")
+    assert page.locator("#evidence-source").count() == 1
+    link = page.locator(".derived-from a")
+    assert link.all_inner_texts() == [rule["id"]]
+    link.click()
+    page.wait_for_url(f"**/matches/{rule['id']}")
+    assert page.locator("#evidence-source").count() == 1 and page.locator("h1").inner_text() == "hot-rooms on gw2"
+    assert page.locator("ol.triples li code").all_inner_texts() == rule["triples"]
+    # The range that holds them lists them marked.
+    page.goto(f"/live?start={absence['windowStart']}&end={absence['windowEnd'] + MINUTE}")
+    markers = {row.get_attribute("data-id"): row.locator(".badge.marker").all_inner_texts()
+               for row in page.locator("#range-table tbody tr[data-id]").all()}
+    assert (markers[absence["id"]], markers[chained["id"]], markers[rule["id"]]) == (["absence"], ["chained"], [])

@@ -82,16 +82,78 @@
 
   function when(ms) { return ms == null ? "–" : new Date(ms).toLocaleString(); }
 
-  // A match's evidence, unfolded on click: window, contributing triples, entailed ones marked with their axioms.
+  // A short duration, as the server writes one (viewfmt.Formatter.duration): 45 s, 12 min, 3.5 h, 2.1 d.
+  function duration(ms) {
+    var s = ms / 1000;
+    if (s < 90) return Math.round(s) + " s";
+    if (s < 90 * 60) return Math.round(s / 60) + " min";
+    if (s < 36 * 3600) return (s / 3600).toFixed(1) + " h";
+    return (s / 86400).toFixed(1) + " d";
+  }
+
+  // Badges for a match of an absence and for one built from a chained rule's matches.
+  function markers(ev) {
+    function marker(text, title) { var b = el("span", text, "badge marker"); b.title = title; return b; }
+    var out = [];
+    if (ev.expected && ev.expected.length) {
+      out.push(marker("absence", "an absence: what was expected did not arrive in time"));
+    }
+    if (ev.derived_from && ev.derived_from.length) {
+      out.push(marker("chained", "built from the matches of a chained rule"));
+    }
+    return out;
+  }
+
+  // What an absence expected and by when, and the rule matches a chained match was built from (links to their
+  // evidence pages, for the ids the server made links of). Text only: all of it comes from a gateway.
+  function absenceAndOrigin(ev, into) {
+    if (ev.expected && ev.expected.length) {
+      var box = el("div", null, "absence");
+      var head = el("p");
+      head.appendChild(el("strong", "Expected by " + when(ev.window_end)));
+      head.appendChild(document.createTextNode(ev.waited_ms == null ? ", did not arrive:"
+        : ", did not arrive within " + duration(ev.waited_ms) + " of the match's start:"));
+      box.appendChild(head);
+      var ul = el("ul", null, "expected");
+      ev.expected.forEach(function (s) { var li = el("li"); li.appendChild(el("code", s)); ul.appendChild(li); });
+      box.appendChild(ul);
+      into.appendChild(box);
+    }
+    if (ev.derived_from && ev.derived_from.length) {
+      var from = el("div", null, "derived-from");
+      var p = el("p");
+      p.appendChild(el("strong", "Built from:"));
+      p.appendChild(document.createTextNode(" the rule match" + (ev.derived_from.length > 1 ? "es" : "") +
+                                            " whose triples this match used"));
+      from.appendChild(p);
+      var links = el("ul");
+      ev.derived_from.forEach(function (d) {
+        var li = el("li");
+        if (d.href) { var a = el("a", d.event_id); a.href = d.href; li.appendChild(a); }
+        else { li.appendChild(el("code", d.event_id)); li.appendChild(el("span", " (not an event id)", "muted")); }
+        links.appendChild(li);
+      });
+      from.appendChild(links);
+      into.appendChild(from);
+    }
+  }
+
+  // A match's evidence, unfolded on click: window, what an absence expected, the rule matches a chained match was
+  // built from, contributing triples, entailed ones marked with their axioms.
   function evidencePanel(item, ev) {
     var details = el("details", null, "evidence");
     var n = ev.triples.length;
     var entailed = ev.triples.filter(function (t) { return t.entailed; }).length;
-    details.appendChild(el("summary", n + (n === 1 ? " triple" : " triples") + (entailed ? ", " + entailed + " entailed" : "")));
+    var summary = n + (n === 1 ? " triple" : " triples") + (entailed ? ", " + entailed + " entailed" : "");
+    if (ev.expected && ev.expected.length) summary += ", expected by " + when(ev.window_end);
+    var origins = (ev.derived_from || []).length;
+    if (origins) summary += ", built from " + origins + (origins === 1 ? " match" : " matches");
+    details.appendChild(el("summary", summary));
     var meta = el("dl", null, "evidence-meta");
     meta.appendChild(el("dt", "Window"));
     meta.appendChild(el("dd", when(ev.window_start) + " – " + when(ev.window_end)));
     details.appendChild(meta);
+    absenceAndOrigin(ev, details);
     var list = el("ol", null, "triples");
     ev.triples.forEach(function (t) {
       var li = el("li", null, "triple" + (t.entailed ? " entailed" : ""));
@@ -203,6 +265,10 @@
       badge.className = "badge " + (item.kind === "match" ? "offline" : "online");
       badge.textContent = item.kind === "match" ? item.pattern : "significant";
       what.appendChild(badge);
+      markers(item.evidence || {}).forEach(function (m) {
+        what.appendChild(document.createTextNode(" "));
+        what.appendChild(m);
+      });
       if (item.kind !== "match" && item.property) {
         what.appendChild(document.createTextNode(" " + item.property + " = " + (item.result == null ? "" : item.result)));
       }
@@ -210,7 +276,9 @@
            "value bindings");
       var evidence = cell(row, "", "evidence-cell");
       var ev = item.evidence || { triples: [] };
-      if (ev.triples.length) evidence.appendChild(evidencePanel(item, ev));
+      if (ev.triples.length || (ev.expected || []).length || (ev.derived_from || []).length) {
+        evidence.appendChild(evidencePanel(item, ev));
+      }
       body.insertBefore(row, body.firstChild);
       while (body.rows.length > MAX_ROWS) body.deleteRow(body.rows.length - 1);
       table.setAttribute("data-count", String(count));
