@@ -41,6 +41,7 @@ WINDOW_MS = {
     "abnormal-patient": 300_000,
     "close-friends": 120_000,
     "hot-building": 60_000,
+    "silent-sensor-in-alarm": 60_000,
 }
 # Per-instance queries with a ground truth, each a tumbling window (RANGE = STEP) of this
 # width on the stream of the rooms' sensors (a test keeps configs/patterns/<name>.rq so).
@@ -244,6 +245,46 @@ def _hot_rooms(site: Site, by_kind: dict[str, list[Reading]]) -> Iterable[Expect
                                                             "roomB": room_b})
 
 
+# The silent-sensor-in-alarm pattern (configs/patterns/silent-sensor-in-alarm.rq): a CO2 reading
+# above the alarm level, then no reading of its sensor for this long.
+CO2_ALARM_PPM = 2000.0
+ALARM_SILENCE_MS = 10_000
+
+
+def _silent_in_alarm(site: Site, by_kind: dict[str, list[Reading]], stream_end: int) -> Iterable[ExpectedMatch]:
+    """Each CO2 reading above ``CO2_ALARM_PPM`` not followed by another of its sensor within
+    ``ALARM_SILENCE_MS``, reported at its deadline. Normal operation never reaches the level
+    (sensors.py), so only a scenario's readings count. An unanswered one whose deadline is not
+    clearly before the end of the run is refused: a live agent reports it by its clock after
+    the stream stops, a recording never does, so the end of the run must not decide it."""
+    by_sensor: dict[str, list[Reading]] = defaultdict(list)
+    for r in by_kind["co2"]:
+        by_sensor[r.sensor.iri].append(r)
+    for sensor, rows in by_sensor.items():
+        rows.sort(key=lambda r: r.ms)
+        for last, following in zip(rows, rows[1:] + [None]):
+            if not _above("silent-sensor-in-alarm", f"CO2 of {last.observation}", float(last.value), CO2_ALARM_PPM):
+                continue
+            deadline = last.ms + ALARM_SILENCE_MS
+            if following is not None:
+                gap = following.ms - last.ms
+                if abs(gap - ALARM_SILENCE_MS) <= AMBIGUITY_MS:
+                    raise AmbiguousScenario(f"silent-sensor-in-alarm: {sensor} has a gap of {gap} ms after "
+                                            f"{last.observation}, within {AMBIGUITY_MS} ms of {ALARM_SILENCE_MS} ms")
+                if gap < ALARM_SILENCE_MS:
+                    continue
+            if deadline > stream_end - AMBIGUITY_MS:
+                raise AmbiguousScenario(f"silent-sensor-in-alarm: {sensor} is silent after {last.observation} "
+                                        f"until the end of the run, which comes before its deadline or within "
+                                        f"{AMBIGUITY_MS} ms of it (a live agent reports it by its clock, a recording "
+                                        "does not); end the silence or start it earlier")
+            yield ExpectedMatch(gateway=site.gateway, pattern="silent-sensor-in-alarm", start=last.ms, end=deadline,
+                                bindings={"sensor": sensor, "room": site.rooms[last.sensor.place],
+                                          "level": _term(last), "lastObs": last.observation},
+                                entailment=last.sensor.dialect != "sosa", background=last.event is None,
+                                events=(last.event,) if last.event is not None else ())
+
+
 def _by_site(sites: list[Site], readings: Iterable[Reading]) -> dict[str, dict[str, list[Reading]]]:
     per_site: dict[str, dict[str, list[Reading]]] = {site.gateway: defaultdict(list) for site in sites}
     for r in readings:
@@ -262,8 +303,12 @@ def ground_truth(sites: list[Site], readings: Iterable[Reading]) -> list[Expecte
     per_site = _by_site(sites, readings)
     out: list[ExpectedMatch] = []
     for site in sites:
+        by_kind = per_site[site.gateway]
         for rule in (_fire, _intrusion, _patient, _friends):
-            out.extend(rule(site, per_site[site.gateway]))
+            out.extend(rule(site, by_kind))
+        times = [r.ms for rows in by_kind.values() for r in rows]  # every reading moves the clock
+        if times:
+            out.extend(_silent_in_alarm(site, by_kind, max(times)))
     return _sorted(out)
 
 
@@ -293,6 +338,8 @@ def background_hazards(site: Site) -> list[str]:
             problems.append(f"{p.name}: heart-rate limit {p.heart_rate_upper_limit} within normal range")
         if p.breathing_rate_lower_limit >= KINDS["breathing_rate"].safe_range[0]:
             problems.append(f"{p.name}: breathing-rate limit {p.breathing_rate_lower_limit} within normal range")
+    if KINDS["co2"].safe_range[1] >= CO2_ALARM_PPM:
+        problems.append(f"the CO2 alarm level {CO2_ALARM_PPM} is within normal CO2 readings")
     homes = list(site.people.values())
     for i, a in enumerate(homes):
         for b in homes[i + 1:]:

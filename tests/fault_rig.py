@@ -12,7 +12,8 @@ killed while its events are sent and not yet landed.
 What the cloud holds is checked exactly (``Outcome.problems``):
 
 - the matches in the landing zone, deduplicated by event id as the Spark job does, are the
-  ground truth's fires, room by room, each once;
+  ground truth's, pattern by pattern and each by its key (``KEY_VARIABLE``: the room of a
+  fire and of a silent sensor in alarm, the building of an intrusion), each once;
 - every event the agent ever stored (its outbox's AUTOINCREMENT sequence: matches, significant
   observations and instance results) is in the landing zone: as many distinct event ids as
   events made, but for those still in the outbox when the agent stopped (durable, and sent at
@@ -47,19 +48,38 @@ REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "configs" / "gateway-config.trig"
 FIRES_S = ((15.0, 24.0), (35.0, 37.0))     # demo.yaml: first and last reading of each fire
 CLOUD_AUTOSAVE_S = 5                        # as broker_conf_text writes it for the cloud broker
+# The binding a pattern's matches are counted by (``room`` unless named here): a pattern's
+# matches in the landing zone must be the truth's, key by key.
+KEY_VARIABLE = {"intrusion": "building"}
 
 Message = tuple[float, str, bytes]          # seconds from the start, topic, payload
+
+
+def key_variable(pattern: str) -> str:
+    return KEY_VARIABLE.get(pattern, "room")
 
 
 @dataclass(frozen=True)
 class Recording:
     messages: list[Message]
-    truth: Counter                           # (pattern, room) -> fires
+    rows: tuple[tuple[str, str, float, float], ...]   # the truth: (pattern, key, start s, end s) per match
+
+    @property
+    def truth(self) -> Counter:
+        """(pattern, key) -> matches, the key being the binding ``key_variable`` names."""
+        return Counter((pattern, key) for pattern, key, _, _ in self.rows)
 
     def between(self, start_s: float, end_s: float) -> "Recording":
-        """The messages of ``start_s``..``end_s``, from 0 s on (the truth's fires must lie inside)."""
+        """The messages of ``start_s``..``end_s``, from 0 s on, with the matches that lie inside
+        (an absence's up to its deadline); a cut through a match is refused."""
+        inside = []
+        for pattern, key, first, last in self.rows:
+            if start_s <= first and last < end_s:
+                inside.append((pattern, key, first - start_s, last - start_s))
+            elif first < end_s and start_s <= last:
+                raise ValueError(f"{start_s}-{end_s} s cuts through a {pattern} match of {key} ({first}-{last} s)")
         return Recording([(at - start_s, topic, payload) for at, topic, payload in self.messages
-                          if start_s <= at < end_s], self.truth)
+                          if start_s <= at < end_s], tuple(inside))
 
 
 def record_demo(work: Path) -> Recording:
@@ -72,10 +92,11 @@ def record_demo(work: Path) -> Recording:
                    check=True, capture_output=True, cwd=REPO)
     messages = list(read_messages(work / "demo.rec"))
     start = messages[0].ms
-    truth = Counter((t["pattern"], t["bindings"]["room"])
-                    for t in map(json.loads, (work / "truth.jsonl").read_text().splitlines()))
+    rows = tuple((t["pattern"], t["bindings"][key_variable(t["pattern"])], (t["start"] - start) / 1000,
+                  (t["end"] - start) / 1000)
+                 for t in map(json.loads, (work / "truth.jsonl").read_text().splitlines()))
     return Recording([((m.ms - start) / 1000, m.topic, ("\n".join(m.lines) + "\n").encode()) for m in messages],
-                     truth)
+                     rows)
 
 
 class Sensors:
@@ -127,7 +148,7 @@ class Outcome:
     """What the cloud landed, against the ground truth and the agent's own count."""
 
     truth: Counter
-    matches: Counter                         # (pattern, room) -> distinct matches landed
+    matches: Counter                         # (pattern, key) -> distinct matches landed
     made: int                                # events the agent stored (matches and significant)
     distinct: int                            # distinct event ids landed
     landed: int                              # event records landed, duplicates included
@@ -156,7 +177,7 @@ class Outcome:
         return found
 
     def summary(self) -> str:
-        return (f"fires {sum(self.matches.values())}/{sum(self.truth.values())}, events {self.distinct}/{self.made} "
+        return (f"matches {sum(self.matches.values())}/{sum(self.truth.values())}, events {self.distinct}/{self.made} "
                 f"({self.significant} significant, {len(self.instances)} window instances), "
                 f"{self.landed - self.distinct} duplicates dropped by event id, "
                 f"{self.resent} re-send(s); "
@@ -259,7 +280,8 @@ class Rig:
             if path.is_file():
                 records += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         unique = {r["id"]: r for r in records}
-        matches = Counter((r["pattern"], _binding(r, "room")) for r in unique.values() if r["kind"] == "match")
+        matches = Counter((r["pattern"], _binding(r, key_variable(r["pattern"]))) for r in unique.values()
+                          if r["kind"] == "match")
         instances = Counter((r["pattern"], r["windowStart"], r["windowEnd"]) for r in unique.values()
                             if r["kind"] == "instance")
         outbox = self.agent.data_dir / "outbox.db"

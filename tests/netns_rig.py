@@ -64,7 +64,7 @@ from typing import IO, Any
 from agent_harness import AgentProcess
 from broker_process import MosquittoBroker, find_mosquitto
 from cloud_harness import CloudProcess, query, write_config
-from fault_rig import Message, Outcome, Recording, Rig, Sensors
+from fault_rig import Message, Outcome, Recording, Rig, Sensors, key_variable
 
 NAME_PREFIX = "ewnf"            # namespaces: ewnf-gw-<pid>x<n>, ewnf-cloud-<pid>x<n>
 TABLE = "ewnf_link"             # the nftables table on each end of the veth
@@ -644,9 +644,10 @@ class SparkCheck:
         want_rooms: Counter = Counter()
         found = []
         for run in self.runs:
-            for (pattern, room), n in run.truth.items():
+            for (pattern, key), n in run.truth.items():
                 want_matches[(run.gateway, pattern)] += n
-                want_rooms[room] += n
+                if key_variable(pattern) == "room":
+                    want_rooms[key] += n
             if significant.get(run.gateway, 0) != run.significant:
                 found.append(f"{run.gateway}: {significant.get(run.gateway, 0)} significant observations in the "
                              f"aggregates, {run.significant} landed")

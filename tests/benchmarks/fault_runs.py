@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="ew-fault-runs-") as tmp:
         recording = record_demo(Path(tmp) / "recording")
-        print(f"demo scenario: {len(recording.messages)} messages, truth {sum(recording.truth.values())} fires; "
+        print(f"demo scenario: {len(recording.messages)} messages, truth {sum(recording.truth.values())} matches; "
               f"{args.runs} runs, seed {args.seed}, uplink.landed.mode {args.mode}", flush=True)
         for run in range(1, args.runs + 1):
             workers = 3 if run % 2 == 0 else 1

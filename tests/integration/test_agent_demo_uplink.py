@@ -47,13 +47,15 @@ def test_the_demo_sends_at_most_a_tenth_of_its_sensor_bytes_and_every_match(tmp_
                               "--truth", str(truth)], capture_output=True, text=True, cwd=REPO, timeout=180)
         assert sim.returncode == 0, sim.stderr[-2000:]
         expected = Counter(json.loads(line)["pattern"] for line in truth.read_text().splitlines())
-        assert expected == {"fire": 5}
+        assert expected == {"fire": 5, "intrusion": 1, "silent-sensor-in-alarm": 1}
 
         def arrived() -> Counter:
             return Counter(e["pattern"] for e in watcher.matches())
         wait_for(lambda: arrived() == expected, 30, lambda: f"the ground truth {expected} (got {arrived()})")
-        rooms = Counter({b["variable"]: b["value"] for b in e["bindings"]}["room"] for e in watcher.matches())
-        assert rooms == {"<http://example.org/gw1/room3>": 4, "<http://example.org/gw1/room2>": 1}
+        rooms = Counter((e["pattern"], {b["variable"]: b["value"] for b in e["bindings"]}.get("room"))
+                        for e in watcher.matches())
+        assert rooms == {("fire", "<http://example.org/gw1/room3>"): 4, ("fire", "<http://example.org/gw1/room2>"): 1,
+                         ("intrusion", None): 1, ("silent-sensor-in-alarm", "<http://example.org/gw1/room5>"): 1}
         assert all(e["triples"] and e["entailed"] is not None for e in watcher.matches())   # evidence kept
         significant = watcher.significant()
         assert significant and all(e["sensor"] and e["property"] and e["result"] for e in significant)

@@ -32,7 +32,8 @@ def test_example_config_is_what_make_config_builds(tmp_path):
 
 def test_example_config_loads_and_its_patterns_run():
     doc = configdoc.load_config_document((REPO / "configs/gateway-config.trig").read_text(), "trig")
-    assert set(doc.patterns) == {"fire", "intrusion", "abnormal-patient", "close-friends", "co2-per-room"}
+    assert set(doc.patterns) == {"fire", "intrusion", "abnormal-patient", "close-friends", "co2-per-room",
+                                 "silent-sensor-in-alarm"}
     assert {r.property: r.deadband_absolute for r in doc.significance}["<https://edgewave.dev/ns#AirTemperature>"] == 0.5
     for path in (REPO / "configs/patterns").glob("*.rq"):
         query = parse_for_evaluation(path.read_text())

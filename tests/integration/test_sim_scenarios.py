@@ -188,6 +188,8 @@ def test_scenarios_are_counted_as_designed(tmp_path: Path) -> None:
     assert counts == {
         ("demo", "gw1", "fire", True): 4,
         ("demo", "gw1", "fire", False): 1,
+        ("demo", "gw1", "intrusion", True): 1,
+        ("demo", "gw1", "silent-sensor-in-alarm", False): 1,
         ("fire-room3", "gw1", "fire", True): 4,
         ("fire-room3", "gw1", "fire", False): 1,
         ("friends-meeting", "gw1", "close-friends", False): 2,
