@@ -4,10 +4,11 @@ Provisions gw1 as an operator would (fleet CA, cloud broker configuration with T
 password file and ACLs, `gateway add gw1`, the bundle installed with `edgewave-agent
 install --root`), starts the two Mosquitto brokers with the generated configurations
 (no anonymous clients), the cloud tier (ingest + Spark job), and the gateway agent over TLS; pushes the example config
-(configs/gateway-config.trig: the fire, intrusion, patient and close-friends patterns and
-the per-minute CO2 average per room)
-with push-config; runs one minute of simulated sensors with two fires
-(configs/scenarios/demo.yaml) at real-time pace; then shows what the cloud aggregated
+(configs/gateway-config.trig: the fire, intrusion, patient, close-friends and silent-sensor-in-alarm
+patterns and the per-minute CO2 average per room)
+with push-config; runs one minute of simulated sensors (configs/scenarios/demo.yaml: an
+intrusion, a CO2 sensor falling silent in alarm, two fires) at real-time pace, printing the
+intrusion and silent-sensor alerts as the cloud receives them; then shows what the cloud aggregated
 next to the simulator's ground truth, and the operator dashboard's address with a demo
 login (a generated password; the user is in the demo's cloud.yaml). Everything runs under
 var/demo/ and keeps serving the dashboard until Ctrl-C (``--exit``: stop at once).
@@ -27,6 +28,8 @@ import time
 from pathlib import Path
 
 import yaml
+
+from edgewave.cloud.settings import load_settings
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
@@ -82,6 +85,61 @@ def query(db: Path, sql: str) -> list[tuple]:
         return []  # tables appear with the job's first batch
 
 
+def sensor_name(iri: str) -> str:
+    """``room5-co2`` of ``<http://example.org/gw1/sensor/room5-co2>``."""
+    return iri.rsplit("/", 1)[-1].rstrip(">")
+
+
+def clock(ms: int) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(ms / 1000))
+
+
+def literal(term: str) -> str:
+    """The lexical form of an N-Triples literal (``2480`` of ``"2480"^^<...#decimal>``)."""
+    return term.split('"')[1] if term.startswith('"') else term
+
+
+def alert_text(event: dict) -> str | None:
+    """An intrusion or silent-sensor match as an operator reads it (None for other patterns).
+    A match's window is when its first and last triple arrived at the gateway; an absence's
+    ends at the deadline that passed."""
+    b = {item["variable"]: item["value"] for item in event["bindings"]}
+    if event["pattern"] == "intrusion":
+        return (f"ALERT intrusion at {event['gateway']} (armed): door {sensor_name(b['door'])} opened at "
+                f"{clock(event['window_start'])}, then motion sensor {sensor_name(b['motionSensor'])} saw movement "
+                f"at {clock(event['window_end'])}")
+    if event["pattern"] == "silent-sensor-in-alarm":
+        silent_s = (event["window_end"] - event["window_start"]) / 1000
+        return (f"ALERT silent sensor at {event['gateway']}: CO2 sensor {sensor_name(b['sensor'])} "
+                f"({sensor_name(b['room'])}) reported {literal(b['level'])} ppm, above the 2000 ppm alarm level, "
+                f"at {clock(event['window_start'])} and has sent nothing in the {silent_s:g} s since: "
+                f"{sensor_name(b['room'])}'s air is no longer watched")
+    return None
+
+
+class Alerts:
+    """Prints the intrusion and silent-sensor matches as ingest lands them (the cloud's live feed)."""
+
+    def __init__(self, feed: Path) -> None:
+        self.feed = feed
+        self.seq = 0
+        self.count = 0
+
+    def poll(self) -> None:
+        from edgewave.cloud.live_feed import read_feed
+
+        try:
+            events = read_feed(self.feed, self.seq)
+        except sqlite3.Error:
+            return   # being created by ingest: next time
+        for event in events:
+            self.seq = max(self.seq, event["seq"])
+            text = alert_text(event) if event["kind"] == "match" else None
+            if text:
+                self.count += 1
+                say(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, default=REPO / "var" / "demo", help="working directory (wiped)")
@@ -129,15 +187,21 @@ def main(argv: list[str] | None = None) -> int:
             return 1
 
         truth = work / "truth.jsonl"
-        say("simulated sensors: 60 s of gw1's residence, real time, fires in rooms 3 and 2")
-        sim = subprocess.run([str(BIN / "edgewave-sim"), "run", "--config", "configs/sim.yaml",
-                              "--scenario", "configs/scenarios/demo.yaml", "--gateway", "gw1",
-                              "--broker", local.url, "--speed", "1", "--truth", str(truth),
-                              "--username", "sensors",
-                              "--password-file", str(work / "gw1-root/etc/edgewave/sensors.password")],
-                             capture_output=True, text=True, cwd=REPO)
+        say("simulated sensors: 60 s of gw1's armed residence, real time: an intrusion (room 1's door, then "
+            "motion in room 6), room 5's CO2 sensor silent in alarm, fires in rooms 3 and 2")
+        alerts = Alerts(load_settings(cloud_yaml, read_secrets=False).live_feed_path)
+        with open(work / "sim.log", "w") as sim_log:
+            sim = subprocess.Popen([str(BIN / "edgewave-sim"), "run", "--config", "configs/sim.yaml",
+                                    "--scenario", "configs/scenarios/demo.yaml", "--gateway", "gw1",
+                                    "--broker", local.url, "--speed", "1", "--truth", str(truth),
+                                    "--username", "sensors",
+                                    "--password-file", str(work / "gw1-root/etc/edgewave/sensors.password")],
+                                   stdout=sim_log, stderr=subprocess.STDOUT, cwd=REPO)
+            while sim.poll() is None:
+                alerts.poll()
+                time.sleep(0.5)
         if sim.returncode != 0:
-            print(sim.stderr, file=sys.stderr)
+            print((work / "sim.log").read_text(), file=sys.stderr)
             return 1
         expected: dict[str, int] = {}
         for line in truth.read_text().splitlines():
@@ -151,13 +215,15 @@ def main(argv: list[str] | None = None) -> int:
         while time.monotonic() < deadline:
             counts = dict(query(db, "SELECT pattern, SUM(count) FROM matches_per_minute "
                                     "WHERE gateway='gw1' GROUP BY pattern"))
+            alerts.poll()
             if all(counts.get(p, 0) >= n for p, n in expected.items()):
                 break
             time.sleep(1)
+        alerts.poll()
 
         print("\nmatches per pattern (cloud SQLite vs ground truth):")
         for pattern in sorted(set(expected) | set(counts)):
-            print(f"  {pattern:18} cloud={counts.get(pattern, 0):3}  truth={expected.get(pattern, 0):3}")
+            print(f"  {pattern:24} cloud={counts.get(pattern, 0):3}  truth={expected.get(pattern, 0):3}")
         print("\nrooms that raised fire alarms:")
         for value, count in query(db, "SELECT value, count FROM binding_top WHERE pattern='fire' "
                                       "AND variable='room' ORDER BY rank"):

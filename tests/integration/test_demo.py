@@ -1,6 +1,8 @@
 """`make demo` (scripts/demo.py --exit): the whole secured topology on this machine sees
-exactly the simulator's ground truth, prints what README.md shows, and its agent, with the
-shipped settings, sends the cloud at most a tenth of the bytes its sensors sent it."""
+exactly the simulator's ground truth (the fires, the intrusion and the silent sensor in alarm),
+prints what README.md shows, the intrusion and silent-sensor alerts among it as they land, and
+its agent, with the shipped settings, sends the cloud at most a tenth of the bytes its sensors
+sent it."""
 from __future__ import annotations
 
 import re
@@ -23,13 +25,27 @@ def _free_port() -> int:
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_make_demo_sees_exactly_the_ground_truth(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, str(REPO / "scripts" / "demo.py"), "--exit", "--work", str(tmp_path / "demo"),
-                           "--dashboard-port", str(_free_port())],
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "demo.py"), "--exit",
+                           "--work", str(tmp_path / "demo"), "--dashboard-port", str(_free_port())],
                           cwd=REPO, capture_output=True, text=True, timeout=840)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = done.stdout
     assert "the cloud saw exactly the ground truth" in out + done.stderr
     assert re.search(r"^\s+fire\s+cloud=\s*5\s+truth=\s*5$", out, re.M), out
+    # the ordered intrusion (door, then motion) and the silent sensor in alarm, in the config document
+    assert re.search(r"^\s+intrusion\s+cloud=\s*1\s+truth=\s*1$", out, re.M), out
+    assert re.search(r"^\s+silent-sensor-in-alarm\s+cloud=\s*1\s+truth=\s*1$", out, re.M), out
+    # ... printed in words as they land, each once
+    intrusion = re.findall(r"^\[demo [\d:]+\] ALERT intrusion at gw1 \(armed\): door room1-door opened at "
+                           r"(\d\d:\d\d:\d\d), then motion sensor room6-motion saw movement at (\d\d:\d\d:\d\d)$",
+                           out, re.M)
+    assert len(intrusion) == 1, out
+    door, motion = (sum(int(part) * unit for part, unit in zip(hms.split(":"), (3600, 60, 1))) for hms in intrusion[0])
+    assert 0 < (motion - door) % 86400 < 60, out          # the door first, then the motion, within the window
+    silent = re.findall(r"^\[demo [\d:]+\] ALERT silent sensor at gw1: CO2 sensor room5-co2 \(room5\) reported "
+                        r"2480 ppm, above the 2000 ppm alarm level, at \d\d:\d\d:\d\d and has sent nothing in "
+                        r"the 10 s since", out, re.M)
+    assert len(silent) == 1, out
     rooms = dict(re.findall(r"^\s+(<http://example\.org/gw1/room\d>)\s+(\d+)$", out, re.M))
     assert rooms == {"<http://example.org/gw1/room3>": "4", "<http://example.org/gw1/room2>": "1"}, out
     assert re.search(r"^dashboard: http://127\.0\.0\.1:\d+/", out, re.M), out
