@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import time
+from dataclasses import asdict
 from typing import Any, AsyncIterator
 from urllib.parse import urlencode
 
@@ -28,7 +29,7 @@ from .auth import OPERATOR, SessionWatch, current_user, form_for
 from .evidence import evidence_of
 from .history import History
 from .rendering import render
-from .viewfmt import viewer_zone
+from .viewfmt import Formatter, viewer_zone
 
 log = logging.getLogger("edgewave.cloud.dashboard.alarms")
 
@@ -79,7 +80,9 @@ def export_alarms(request: Request) -> Response:
 
 def api_alarms(request: Request) -> Response:
     f = _filters(request)
-    return JSONResponse({"rev": store(request).rev, "alarms": [a.as_json() for a in store(request).list(**_list_args(f))]})
+    view = _view(request)
+    return JSONResponse({"rev": store(request).rev,
+                         "alarms": [_alarm_json(a, view) for a in store(request).list(**_list_args(f))]})
 
 
 async def alarms_stream(request: Request) -> Response:
@@ -93,6 +96,7 @@ async def alarms_stream(request: Request) -> Response:
         raise HTTPException(400, "after / Last-Event-ID must be an alarm revision") from exc
     args = _list_args(f)
     args.pop("since_ms")      # an alarm that changes now is within any "since"
+    view = _view(request)
 
     async def messages() -> AsyncIterator[str]:
         nonlocal seen
@@ -104,7 +108,7 @@ async def alarms_stream(request: Request) -> Response:
                 rev = s.rev
                 changed = await run_in_threadpool(lambda: s.list(after_rev=seen, **args))
                 for alarm in reversed(changed):
-                    data = json.dumps(alarm.as_json(), ensure_ascii=False, separators=(",", ":"))
+                    data = json.dumps(_alarm_json(alarm, view), ensure_ascii=False, separators=(",", ":"))
                     yield f"id: {rev}\nevent: alarm\ndata: {data}\n\n"
                 seen = rev
                 quiet = time.monotonic()
@@ -115,6 +119,20 @@ async def alarms_stream(request: Request) -> Response:
 
     return StreamingResponse(messages(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+
+def _view(request: Request) -> Formatter:
+    return Formatter(viewer_zone(request), names=request.app.state.gateway_terms)
+
+
+def _alarm_json(alarm: Alarm, view: Formatter) -> dict[str, Any]:
+    """An alarm for the page's script: its columns, and its title and key as people read them."""
+    naming = view.naming(alarm.gateway)
+    alert = naming.alerts.get(alarm.pattern)
+    shown = [{"variable": variable, **asdict(naming.term(value, view.zone))} if value is not None
+             else {"variable": variable, "text": "–", "full": ""} for variable, value in alarm.key]
+    return {**alarm.as_json(), "title": alert.title if alert is not None and alert.title else alarm.pattern,
+            "severity": alert.severity if alert is not None else None, "shown_key": shown}
 
 
 def _alarm(request: Request) -> Alarm:

@@ -48,6 +48,7 @@ from .alarms import AlarmStore
 from .auth import (OPERATOR, LoginLimiter, Users, client_address, csrf_ok, current_user, end_session, form_for,
                    resolve_user, start_session)
 from .follower import FeedFollower
+from .gateway_terms import GatewayTerms
 from .history import History
 from .notify import Notifier
 from .sessions import SessionStore
@@ -493,6 +494,7 @@ def create_app(settings: CloudSettings, secret_key: str) -> Starlette:
                     exception_handlers={HTTPException: http_error, queries.QueryTimeout: busy_error})
     app.state.settings = settings
     app.state.reader = queries.Reader(settings.database, d.query_timeout_s)
+    app.state.gateway_terms = GatewayTerms(app.state.reader)
     app.state.users = Users(d)
     app.state.sessions = SessionStore(settings.dashboard_state_path, d.session_max_age_s)
     ended = app.state.sessions.end_stale(app.state.users.credentials())

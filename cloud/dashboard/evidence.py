@@ -23,10 +23,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from datetime import timezone
 from typing import Any
 from urllib.parse import quote
+from zoneinfo import ZoneInfo
 
 from edgewave.shared.events import EVENT_ID_PREFIX
+
+from .terms import Naming
 
 ENTAILMENT_FIELD = "entailed"
 MAX_AXIOMS = 32
@@ -80,9 +84,31 @@ class Evidence:
             return None
         return self.window_end - self.window_start
 
-    def as_json(self) -> dict[str, Any]:
+    def as_item(self) -> dict[str, Any]:
+        """The match as a live-feed row holds it: what the pages say of it is made from that (Formatter.event)."""
+        return {"kind": "match", "gateway": self.gateway, "pattern": self.pattern,
+                "bindings": [{"variable": k, "value": v} for k, v in self.bindings],
+                "triples": [t.text for t in self.triples]}
+
+    def as_json(self, naming: Naming | None = None, zone: ZoneInfo | timezone = timezone.utc) -> dict[str, Any]:
+        """For the live page's script; with ``naming``, each triple also as shown terms
+        (``shown``: [{text, full}] x 3, or null for a statement that is not a triple; the same
+        for the triple it was entailed from and its axioms, ``source_shown`` and ``axioms_shown``)."""
+        def triple(t: TripleView) -> dict[str, Any]:
+            out = asdict(t)
+            if naming is not None:
+                out["shown"] = shown(t.text)
+                out["source_shown"] = shown(t.source) if t.source else None
+                out["axioms_shown"] = [shown(a) for a in t.axioms]
+            return out
+
+        def shown(text: str) -> list[dict[str, str]] | None:
+            assert naming is not None
+            terms = naming.statement(text, zone)
+            return None if terms is None else [asdict(term) for term in terms]
+
         return {"window_start": self.window_start, "window_end": self.window_end,
-                "reports_entailment": self.reports_entailment, "triples": [asdict(t) for t in self.triples],
+                "reports_entailment": self.reports_entailment, "triples": [triple(t) for t in self.triples],
                 "expected": self.expected, "waited_ms": self.waited_ms,
                 "derived_from": [asdict(link) for link in self.derived_from]}
 

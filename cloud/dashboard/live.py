@@ -39,7 +39,7 @@ from .auth import SessionWatch
 from .bucketing import RangeError, TimeRange, parse_range
 from .evidence import evidence_of
 from .history import History
-from .viewfmt import viewer_zone
+from .viewfmt import Formatter, viewer_zone
 
 log = logging.getLogger("edgewave.cloud.dashboard.live")
 
@@ -74,9 +74,13 @@ def _wanted(item: dict[str, Any], filters: dict[str, str | None]) -> bool:
     return all(value is None or item.get(name) == value for name, value in filters.items())
 
 
-def _message(item: dict[str, Any]) -> str:
-    """One SSE message; the event name is the kind (only the two known ones: a name is not escaped)."""
-    data = json.dumps({**item, "evidence": evidence_of(item).as_json()}, ensure_ascii=False, separators=(",", ":"))
+def _message(item: dict[str, Any], view: Formatter) -> str:
+    """One SSE message; the event name is the kind (only the two known ones: a name is not escaped).
+    ``shown`` is the event as people read it (message, title, severity, bindings; terms.py)."""
+    naming = view.naming(item.get("gateway"))
+    data = json.dumps({**item, "shown": naming.event(item, view.zone),
+                       "evidence": evidence_of(item).as_json(naming, view.zone)},
+                      ensure_ascii=False, separators=(",", ":"))
     kind = item["kind"] if item["kind"] in ("match", "significant") else "event"
     return f"id: {int(item['seq'])}\nevent: {kind}\ndata: {data}\n\n"
 
@@ -103,6 +107,7 @@ async def live_stream(request: Request) -> Response:
     except ValueError as exc:
         raise HTTPException(400, "after / Last-Event-ID must be a feed seq") from exc
     backlog = _int_param(request, "backlog", 50, 0, MAX_BACKLOG)
+    view = Formatter(viewer_zone(request), names=state.gateway_terms)
 
     async def messages() -> AsyncIterator[str]:
         nonlocal after
@@ -113,7 +118,7 @@ async def live_stream(request: Request) -> Response:
                 top = await run_in_threadpool(read_feed, path, 0, 1, newest_first=True)
                 newest = await run_in_threadpool(read_feed, path, 0, max(backlog, 1), newest_first=True, **filters)
                 for item in reversed(newest[:backlog]):
-                    yield _message(item)
+                    yield _message(item, view)
                 after = max([row["seq"] for row in top[:1] + newest[:1]], default=0)
             last_sent = time.monotonic()
             session = SessionWatch(request)
@@ -126,7 +131,7 @@ async def live_stream(request: Request) -> Response:
                     after = item["seq"]
                     if _wanted(item, filters):
                         sent = True
-                        yield _message(item)
+                        yield _message(item, view)
                 if sent:
                     last_sent = time.monotonic()
                 elif time.monotonic() - last_sent > HEARTBEAT_S:

@@ -51,8 +51,9 @@ OBSERVED_PROPERTY = f"<{SOSA_NS}observedProperty>"
 MADE_BY_SENSOR = f"<{SOSA_NS}madeBySensor>"
 
 UNIT_SYMBOLS: dict[str, str] = {
-    "DEG_C": "°C", "DEG_F": "°F", "K": "K", "PERCENT": "%", "PERCENT_RH": "% RH", "PPM": "ppm", "PPB": "ppb", "LUX": "lx",
-    "PA": "Pa", "HectoPA": "hPa", "KiloPA": "kPa", "BAR": "bar", "MilliBAR": "mbar", "W": "W", "KiloW": "kW",
+    "DEG_C": "°C", "DEG_F": "°F", "K": "K", "PERCENT": "%", "PERCENT_RH": "% RH", "PPM": "ppm",
+    "PPB": "ppb", "LUX": "lx", "PA": "Pa", "HectoPA": "hPa", "KiloPA": "kPa", "BAR": "bar",
+    "MilliBAR": "mbar", "W": "W", "KiloW": "kW",
     "W-HR": "Wh", "KiloW-HR": "kWh", "V": "V", "A": "A", "M": "m", "MilliM": "mm", "CentiM": "cm",
     "SEC": "s", "MilliSEC": "ms", "MIN": "min", "HR": "h", "DEG": "°", "DeciB": "dB", "DeciB_A": "dB(A)",
     "M-PER-SEC": "m/s", "KiloM-PER-HR": "km/h", "MicroGM-PER-M3": "µg/m³", "MilliGM-PER-M3": "mg/m³",
@@ -165,6 +166,44 @@ class Naming:
                     out.setdefault(value, unit)
                     break
         return out
+
+    def statement(self, text: str, zone: ZoneInfo | timezone = timezone.utc) -> list[Shown] | None:
+        """An event's statement ``s p o .`` as three shown terms (None when it is not one)."""
+        triple = _split(text)
+        if triple is None:
+            return None
+        return [self.term(t, zone) for t in triple]
+
+    def event(self, item: Mapping, zone: ZoneInfo | timezone = timezone.utc) -> dict:
+        """What a page shows of one event (a live-feed row): its message, title and severity
+        first, then its bindings as (variable, text, full term), for the table and the live
+        page's script alike."""
+        triples = item.get("triples") or ()
+        if item.get("kind") == "significant":
+            return self._observation(item, zone)
+        pattern = item.get("pattern")
+        bindings = item.get("bindings") or ()
+        alert = self.alerts.get(pattern or "")
+        message = self.message(item.get("gateway") or "", pattern, bindings, triples, zone)
+        if alert is None or not alert.message:   # the badge says the title: the values alone
+            message = message.split(" — ", 1)[1] if " — " in message else ""
+        return {"message": message,
+                "title": (alert.title if alert is not None and alert.title else None) or pattern or "event",
+                "severity": alert.severity if alert is not None else None,
+                "bindings": [{"variable": name, "text": shown.text, "full": shown.full}
+                             for name, shown in self.bindings(bindings, triples, zone)]}
+
+    def _observation(self, item: Mapping, zone: ZoneInfo | timezone) -> dict:
+        """A significant observation: "<sensor>: <property> <value with unit>"."""
+        sensor, prop, result = item.get("sensor"), item.get("property"), item.get("result")
+        unit = self.units.get(sensor or "") or self.units.get(prop or "")
+        parts = [(name, self.term(term, zone, unit if name == "result" else None))
+                 for name, term in (("sensor", sensor), ("property", prop), ("result", result)) if term]
+        shown = dict(parts)
+        what = " ".join(shown[n].text for n in ("property", "result") if n in shown)
+        message = f"{shown['sensor'].text}: {what}" if "sensor" in shown else what or "observation"
+        return {"message": message, "title": "significant", "severity": None,
+                "bindings": [{"variable": n, "text": v.text, "full": v.full} for n, v in parts]}
 
     # -- alert text ---------------------------------------------------------------------------
     def message(self, gateway: str, pattern: str | None, bindings: Sequence[Mapping[str, str]] | Mapping[str, str],

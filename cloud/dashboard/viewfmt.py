@@ -11,11 +11,14 @@ from urllib.parse import unquote
 from datetime import datetime, timezone
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from markupsafe import Markup
 from starlette.requests import Request
 
 from edgewave.shared import clock
 
+from .gateway_terms import PLAIN, GatewayTerms
 from .queries import format_duration
+from .terms import Naming, Shown
 
 TZ_COOKIE = "ew_tz"
 
@@ -47,12 +50,37 @@ def iso_time(ms: int | None, zone: ZoneInfo | timezone) -> str:
 
 
 class Formatter:
-    """The formatting helpers templates call as ``v.time(ms)``, ``v.ago(ms)``, ``v.bytes(n)``."""
+    """The formatting helpers templates call as ``v.time(ms)``, ``v.ago(ms)``, ``v.bytes(n)``,
+    and for RDF terms ``v.term(gateway, term)`` and ``v.event(item)`` (terms.py), named the
+    way the gateway's config document names them (``names``; None: common prefixes only)."""
 
-    def __init__(self, zone: ZoneInfo | timezone, now_ms: int | None = None) -> None:
+    def __init__(self, zone: ZoneInfo | timezone, now_ms: int | None = None,
+                 names: GatewayTerms | None = None) -> None:
         self.zone = zone
         self.zone_name = zone_name(zone)
         self.now_ms = clock.now_ms() if now_ms is None else now_ms
+        self.names = names
+
+    def naming(self, gateway: str | None) -> Naming:
+        return self.names.of(gateway) if self.names is not None and gateway else PLAIN
+
+    def term(self, gateway: str | None, term: str | None) -> Markup:
+        """A term as people read it, the exact term on hover and copied on a click (dashboard.js)."""
+        if term is None:
+            return Markup("–")
+        shown = self.naming(gateway).term(term, self.zone)
+        return shown_term(shown)
+
+    def event(self, item: dict) -> dict:
+        """An event's message, title, severity and shown bindings (``Naming.event``)."""
+        return self.naming(item.get("gateway")).event(item, self.zone)
+
+    def statement(self, gateway: str | None, text: str) -> Markup:
+        """A statement as three shown terms, or as written when it is not one."""
+        terms = self.naming(gateway).statement(text, self.zone)
+        if terms is None:
+            return Markup('<code>{}</code>').format(text)
+        return Markup(" ").join(shown_term(t) for t in terms)
 
     def time(self, ms: int | None) -> str:
         if ms is None:
@@ -88,3 +116,9 @@ class Formatter:
     @staticmethod
     def pct(value: float | None) -> str:
         return "–" if value is None else f"{value:+.0f} %"
+
+
+def shown_term(shown: Shown) -> Markup:
+    """The markup of one shown term: its text, the exact term in ``title`` and ``data-full``."""
+    return Markup('<span class="term" title="{full}" data-full="{full}">{text}</span>').format(
+        full=shown.full, text=shown.text)

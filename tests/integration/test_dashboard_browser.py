@@ -357,8 +357,10 @@ def test_live_matches_arrive_within_seconds_with_their_evidence(context, dashboa
     rows = page.locator("#live-table tbody tr")
     assert [r.get_attribute("data-id") for r in rows.all()] == [signif["id"], fire["id"], before["id"]]
     text = row.inner_text()
-    assert "gw-ok" in text and "fire" in text and "?room = <http://example.org/b#room3>" in text
-    row.query_selector("summary").click()
+    assert "gw-ok" in text and "fire" in text and "room: room3" in text       # the term as read ...
+    assert row.query_selector("dl.values .term").get_attribute("title") == "<http://example.org/b#room3>"  # ... exact
+    row.query_selector("details.evidence > summary").click()
+    row.query_selector(".raw-toggle").click()
     assert '<http://example.org/b#smoke3> <http://www.w3.org/ns/sosa/hasSimpleResult> "0.8" .' in row.inner_text()
     assert "23.5" in rows.nth(0).inner_text()
     # A filter by pattern shows only that pattern's events.

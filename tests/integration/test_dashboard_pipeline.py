@@ -183,12 +183,15 @@ def test_a_new_match_reaches_the_live_page_within_5s_with_its_evidence(page, pip
     page.wait_for_selector("#live-table tr.live-match")           # the backlog: the first matches
     started = time.monotonic()
     pipeline.publish_alarm(10, vendor=True)
-    row = page.locator("#live-table tbody tr", has_text=f"<{EX}alarm10>")
+    row = page.locator("#live-table tbody tr", has=page.locator(f".term[data-full='<{EX}alarm10>']"))
     row.wait_for(timeout=5000)
     assert time.monotonic() - started < 5.0
     assert "gw1" in row.inner_text() and "alarm" in row.inner_text()
-    row.locator("summary").click()
+    assert "ex:alarm10" in row.locator("td.event").inner_text()       # the term as read, not the IRI
+    row.locator("details.evidence > summary").click()
     panel = row.locator("details.evidence")
+    assert f"<{EX}alarm10>" not in panel.inner_text()                  # the triples as read first ...
+    panel.locator(".raw-toggle").click()                                # ... the exact ones one click away
     statement = f'<{EX}alarm10> <{EX}alarmLevel> "10"^^{XSD_INTEGER} .'
     assert statement in panel.inner_text()
     assert f"<{EX}alarm10> <{EX}raisedBy> <{EX}s1> ." in panel.inner_text()
@@ -203,8 +206,10 @@ def test_a_new_match_reaches_the_live_page_within_5s_with_its_evidence(page, pip
     # The match's own evidence page, from the dashboard's alarm state.
     panel.locator("a", has_text="evidence").click()
     page.wait_for_url(re.compile(r"/matches/"))
+    page.locator(".evidence-page .raw-toggle").click()
     assert statement in page.locator(".evidence-page").inner_text()
-    assert f"<{EX}room1>" in page.locator(".evidence-page table.bindings").inner_text()
+    assert f"<{EX}room1>" in page.locator(".evidence-page table.bindings .term").evaluate_all(
+        "terms => terms.map(t => t.dataset.full)")
     assert page.locator(".evidence-page li.triple.entailed .axioms").inner_text().count("subPropertyOf") == 1
 
 
@@ -246,7 +251,7 @@ def test_an_acknowledged_alarm_stays_so_and_one_key_keeps_one_open_alarm(page, p
     row = page.locator(f"#alarms-table tbody tr[data-alarm-id='{alarm_id}'][data-count='{FIRST_MATCHES + 2}']")
     row.wait_for(timeout=5000)
     assert row.get_attribute("data-state") == "acknowledged"
-    assert page.locator("#alarms-table tbody tr", has_text=f"<{EX}room1>").count() == 1
+    assert page.locator("#alarms-table tbody tr", has=page.locator(f".term[data-full='<{EX}room1>']")).count() == 1
     save_screenshot(page, "dashboard-alarms.png")
     # The list as CSV, the same filters, times in the viewer's zone: the acknowledged alarm with its comment.
     export = page.request.get(page.locator("#alarms-csv").get_attribute("href") + "&tz=Asia/Kolkata")
@@ -263,7 +268,7 @@ def test_an_acknowledged_alarm_stays_so_and_one_key_keeps_one_open_alarm(page, p
     page.goto("/alarms")
     page.wait_for_selector("#alarms-state[data-state=live]")
     pipeline.publish_alarm(12)
-    fresh = page.locator("#alarms-table tbody tr[data-state=active]", has_text=f"<{EX}room1>")
+    fresh = page.locator("#alarms-table tbody tr[data-state=active]", has=page.locator(f".term[data-full='<{EX}room1>']"))
     fresh.wait_for(timeout=5000)
     assert fresh.get_attribute("data-alarm-id") != alarm_id and fresh.get_attribute("data-count") == "1"
 

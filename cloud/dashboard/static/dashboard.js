@@ -63,6 +63,23 @@
       });
     });
 
+    // A click on a term copies the exact term (N-Triples) it stands for; the raw-triples switch shows an evidence
+    // block's statements exactly as the event gave them instead of as people read them.
+    document.body.addEventListener("click", function (evt) {
+      var target = evt.target;
+      if (target.classList.contains("term") && target.hasAttribute("data-full")) {
+        var full = target.getAttribute("data-full");
+        if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(full).catch(function () {});
+        target.classList.add("copied");
+        setTimeout(function () { target.classList.remove("copied"); }, 1200);
+      } else if (target.classList.contains("raw-toggle")) {
+        var box = target.closest(".evidence, .evidence-page, details") || document.body;
+        var raw = box.classList.toggle("show-raw");
+        target.setAttribute("aria-pressed", raw ? "true" : "false");
+        target.textContent = raw ? "Show the triples as read" : "Show the exact triples";
+      }
+    });
+
     var el = document.getElementById("matches-chart");
     if (el) drawMatches(el);
     var charts = document.getElementById("instance-charts");
@@ -81,6 +98,53 @@
   }
 
   function when(ms) { return ms == null ? "–" : new Date(ms).toLocaleString(); }
+
+  // A term as people read it (the server's terms.py made the text), the exact term on hover and copied on a click.
+  function term(shown) {
+    var span = el("span", shown.text, "term");
+    span.title = shown.full;
+    span.setAttribute("data-full", shown.full);
+    return span;
+  }
+
+  // A statement as people read it (shown: three terms from the server, or null) beside its exact text, which the
+  // raw-triples switch shows instead.
+  function statement(into, text, shown) {
+    if (shown) {
+      var st = el("span", null, "shown-statement");
+      shown.forEach(function (x, i) { if (i) st.appendChild(document.createTextNode(" ")); st.appendChild(term(x)); });
+      into.appendChild(st);
+    }
+    into.appendChild(el("code", text, shown ? "raw-statement" : null));
+  }
+
+  // An event's cell: title badge, absence/chained markers, message, then its values folded (as _event_cell.html).
+  function eventCell(td, item) {
+    var shown = item.shown || { title: item.pattern || item.kind, message: "", bindings: [] };
+    var badge = el("span", shown.title, "badge " + (item.kind === "match" ? "offline" : "online") +
+                   (shown.severity ? " severity-" + shown.severity : ""));
+    td.appendChild(badge);
+    markers(item.evidence || {}).forEach(function (m) {
+      td.appendChild(document.createTextNode(" "));
+      td.appendChild(m);
+    });
+    td.appendChild(document.createTextNode(" "));
+    td.appendChild(el("span", shown.message, "message"));
+    if (shown.bindings && shown.bindings.length) {
+      var details = el("details", null, "values");
+      var n = shown.bindings.length;
+      details.appendChild(el("summary", n + (n === 1 ? " value" : " values")));
+      var dl = el("dl", null, "values");
+      shown.bindings.forEach(function (b) {
+        dl.appendChild(el("dt", "?" + b.variable));
+        var dd = el("dd");
+        dd.appendChild(term(b));
+        dl.appendChild(dd);
+      });
+      details.appendChild(dl);
+      td.appendChild(details);
+    }
+  }
 
   // A short duration, as the server writes one (viewfmt.Formatter.duration): 45 s, 12 min, 3.5 h, 2.1 d.
   function duration(ms) {
@@ -154,18 +218,30 @@
     meta.appendChild(el("dd", when(ev.window_start) + " – " + when(ev.window_end)));
     details.appendChild(meta);
     absenceAndOrigin(ev, details);
+    if (ev.triples.some(function (t) { return t.shown; })) {
+      var sw = el("p", null, "raw-switch");
+      var toggle = el("button", "Show the exact triples", "link raw-toggle");
+      toggle.type = "button";
+      toggle.setAttribute("aria-pressed", "false");
+      sw.appendChild(toggle);
+      details.appendChild(sw);
+    }
     var list = el("ol", null, "triples");
     ev.triples.forEach(function (t) {
       var li = el("li", null, "triple" + (t.entailed ? " entailed" : ""));
       if (t.time_ms != null) li.appendChild(el("span", when(t.time_ms) + " ", "muted"));
-      li.appendChild(el("code", t.text));
+      statement(li, t.text, t.shown);
       if (t.entailed) {
         li.appendChild(document.createTextNode(" "));
         li.appendChild(el("span", "entailed", "badge lagging"));
-        if (t.source) { var from = el("div", "from ", "muted"); from.appendChild(el("code", t.source)); li.appendChild(from); }
+        if (t.source) { var from = el("div", "from ", "muted"); statement(from, t.source, t.source_shown); li.appendChild(from); }
         if (t.axioms.length) {
           var ul = el("ul", null, "axioms");
-          t.axioms.forEach(function (a) { var x = el("li"); x.appendChild(el("code", a)); ul.appendChild(x); });
+          t.axioms.forEach(function (a, i) {
+            var x = el("li");
+            statement(x, a, (t.axioms_shown || [])[i]);
+            ul.appendChild(x);
+          });
           li.appendChild(ul);
         }
       }
@@ -201,8 +277,13 @@
       tr.appendChild(st);
       tr.appendChild(el("td", a.gateway));
       tr.appendChild(el("td", a.pattern));
-      var key = el("td", null, "value bindings");
-      key.textContent = a.key.map(function (k) { return "?" + k.variable + " = " + (k.value == null ? "–" : k.value); }).join("\n") || "–";
+      var key = el("td", null, "value");
+      (a.shown_key || []).forEach(function (k, i) {
+        if (i) key.appendChild(el("br"));
+        key.appendChild(document.createTextNode("?" + k.variable + " = "));
+        key.appendChild(term(k));
+      });
+      if (!(a.shown_key || []).length) key.textContent = "–";
       tr.appendChild(key);
       tr.appendChild(el("td", String(a.count), "n"));
       tr.appendChild(el("td", when(a.first_seen_ms)));
@@ -260,20 +341,7 @@
       var when = item.window_end || item.ingest_ms;
       cell(row, new Date(when).toLocaleString()).title = "ingested " + new Date(item.ingest_ms).toLocaleString();
       cell(row, item.gateway);
-      var what = cell(row, "");
-      var badge = document.createElement("span");
-      badge.className = "badge " + (item.kind === "match" ? "offline" : "online");
-      badge.textContent = item.kind === "match" ? item.pattern : "significant";
-      what.appendChild(badge);
-      markers(item.evidence || {}).forEach(function (m) {
-        what.appendChild(document.createTextNode(" "));
-        what.appendChild(m);
-      });
-      if (item.kind !== "match" && item.property) {
-        what.appendChild(document.createTextNode(" " + item.property + " = " + (item.result == null ? "" : item.result)));
-      }
-      cell(row, (item.bindings || []).map(function (b) { return "?" + b.variable + " = " + b.value; }).join("\n"),
-           "value bindings");
+      eventCell(cell(row, "", "event"), item);
       var evidence = cell(row, "", "evidence-cell");
       var ev = item.evidence || { triples: [] };
       if (ev.triples.length || (ev.expected || []).length || (ev.derived_from || []).length) {
