@@ -268,7 +268,8 @@ def test_an_acknowledged_alarm_stays_so_and_one_key_keeps_one_open_alarm(page, p
     page.goto("/alarms")
     page.wait_for_selector("#alarms-state[data-state=live]")
     pipeline.publish_alarm(12)
-    fresh = page.locator("#alarms-table tbody tr[data-state=active]", has=page.locator(f".term[data-full='<{EX}room1>']"))
+    room1 = page.locator(f".term[data-full='<{EX}room1>']")
+    fresh = page.locator("#alarms-table tbody tr[data-state=active]", has=room1)
     fresh.wait_for(timeout=5000)
     assert fresh.get_attribute("data-alarm-id") != alarm_id and fresh.get_attribute("data-count") == "1"
 
