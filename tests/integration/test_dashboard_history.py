@@ -213,6 +213,7 @@ def test_a_match_deleted_from_sqlite_opens_from_the_parquet_history(rig, page):
     shown = page.locator("ol.triples li code").all_inner_texts()
     assert shown[:2] == newest["triples"]
     assert page.locator("li.triple.entailed").count() == 1
+    page.locator(".evidence-page .raw-toggle").click()          # the exact statements
     assert newest["entailed"][0]["from"] in page.locator("li.triple.entailed").inner_text()
     # An old match (never in the feed) from the range table's link, and by its id alone.
     old = [e for e in rig.events if e["kind"] == "match"][10]
