@@ -55,6 +55,11 @@ SOURCES: dict[str, tuple[str, str, str]] = {
                       "CC BY 4.0 (UCI Machine Learning Repository, Occupancy Detection)"),
     "uci-airquality": ("ahmetmenevse/UCI_airquality", "7a5b1d23b342177edcb1775e2b012057fdc41cb3",
                        "CC BY 4.0 (UCI Machine Learning Repository, Air Quality)"),
+    # INSTANS' examples (Aalto DSG): Close Friends' synthetic events; the cep2sparql agents'
+    # sample events and the outputs INSTANS printed for them.
+    "instans": ("aaltodsg/instans", "5ffc90e733e76ab911165f205ba57a7b3b200945", "MIT"),
+    "instans-cep2sparql": ("aaltodsg/instans-cep2sparql", "fd5400e195a731f7408346517d8fee3082954282",
+                           "MIT (as the INSTANS projects state)"),
 }
 
 

@@ -86,9 +86,11 @@ class Match:
             makers = self._makers
         except AttributeError:
             return ()
+        from .rules import made_by
+
         out: list[Match] = []
-        for arrival in self.arrivals():
-            found = makers.get(arrival)
+        for triple, _ in self.arrivals():
+            found = made_by(makers, triple)
             if found is not None and all(m is not found[1] for m in out):
                 out.append(found[1])
         return tuple(out)

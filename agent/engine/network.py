@@ -34,6 +34,7 @@ from .memories import AlphaMemory
 from .query import Query
 from .rules import Rule
 from .steps import Step, alpha_ident, compile_steps, order_patterns
+from .tokens import Triple
 
 
 @dataclass
@@ -81,7 +82,8 @@ class Network:
         # Triples rules made, (stream, ts, triples), pushed by the engine once the triple going
         # through has; how deep each made triple is; matches too deep to make any (rules.py).
         self.derived: list[tuple[str, int, list]] = []
-        self.depths: dict[tuple, tuple[int, Match]] = {}  # (made triple, time) -> (depth, its maker)
+        # id(made triple) -> (that triple, its time, depth, its maker): rules.made_by
+        self.depths: dict[int, tuple[Triple, int, int, Match]] = {}
         self.depths_kept = 1024  # the size past which the engine's collection prunes ``depths``
         self.derivations_cut = 0
 
@@ -253,7 +255,7 @@ class Network:
     def forget_depths(self, now: int) -> None:
         """The depths of made triples that left every window: no match can hold them any more."""
         cutoff = now - max((node.width for node in self.nodes.values()), default=0)
-        self.depths = {key: made for key, made in self.depths.items() if key[1] >= cutoff}
+        self.depths = {key: made for key, made in self.depths.items() if made[1] >= cutoff}
         self.depths_kept = max(1024, 2 * len(self.depths))
 
     def remove(self, name: str) -> list[AlphaMemory]:

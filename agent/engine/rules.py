@@ -13,9 +13,12 @@ pattern reading that stream, another rule included, matches them.
 Derivation is bounded: a made triple is one step deeper than the deepest triple of the
 match that made it (a triple from the input is at depth 0), and a match that would make
 triples deeper than ``MAX_DEPTH`` makes none (``Network.derivations_cut`` counts them), so a
-rule that feeds itself stops. ``Network.depths`` keeps, for each made triple and its time,
-its depth and the match that made it, which is how a later match names the rule matches it
-rests on (``Match.made_from``).
+rule that feeds itself stops. ``Network.depths`` keeps, for each made triple, its depth and
+the match that made it, which is how a later match names the rule matches it rests on
+(``Match.made_from``). It is keyed by the made triple *object* (its ``id``, the object kept
+beside it): a rule may restate a triple that also arrived from the input at the same time,
+and that arrival is still at depth 0. The engine keeps the pushed object in every entry
+it makes of it (as the entry's triple, or as the source of one entailed from it).
 """
 from __future__ import annotations
 
@@ -27,7 +30,12 @@ from .query import TriplePattern, is_var
 from .tokens import Triple
 
 MAX_DEPTH = 8
-_INPUT = (0, None)  # the depth and maker of a triple from the input
+
+
+def made_by(depths: dict[int, tuple[Triple, int, int, Match]], triple: Triple) -> tuple[int, Match] | None:
+    """(depth, maker) of ``triple`` when a rule made that very object, else None (an input triple)."""
+    found = depths.get(id(triple))
+    return (found[2], found[3]) if found is not None and found[0] is triple else None
 _fresh = itertools.count()
 
 
@@ -48,7 +56,7 @@ class Rule:
         self.deliver(match)
         network = self.network
         depths = network.depths
-        depth = 1 + max((depths.get(arrival, _INPUT)[0] for arrival in match.arrivals()), default=0)
+        depth = 1 + max(((made_by(depths, triple) or (0,))[0] for triple, _ in match.arrivals()), default=0)
         if depth > MAX_DEPTH:
             network.derivations_cut += 1
             return
@@ -57,7 +65,7 @@ class Rule:
             return
         ts = max(match.end, 0)
         for triple in made:
-            depths[(triple, ts)] = (depth, match)
+            depths[id(triple)] = (triple, ts, depth, match)
         network.derived.append((self.stream, ts, made))
 
     def instantiate(self, bindings: dict[str, str]) -> list[Triple]:

@@ -13,7 +13,7 @@ each agent run alone over the sample events, ``cep2sparql_output.txt`` all of th
 (EPA-All). Every graph INSTANS printed must be one a reader of that agent's output stream
 sees, with the same name and isomorphic (blank nodes are arbitrary), and there must be no
 other. EPA6's counts are compared in order. EPA3 as written (a remote SERVICE) is skipped
-with its reason; EPA-All is an expected failure, for the engine's reason given in DEPTH.
+with its reason.
 
 Close Friends: no expected output exists. ``close_friends_reference`` implements the rules'
 meaning in plain Python, and the notifications (pair and time) must be the same.
@@ -40,20 +40,9 @@ DATA = instans_dir()
 NO_DATA = pytest.mark.skipif(DATA is None, reason="INSTANS examples not found: instans/ in the reference data "
                                                   "directory ($EDGEWAVE_REFERENCE_DATA, var/reference-data or "
                                                   "shared/data beside the checkout; scripts/fetch-reference-data.py "
-                                                  "does not fetch it)")
+                                                  "fetches it)")
 # With the reference data directory there, tests/conftest.py turns these skips into failures.
 DATA_MARKS = [pytest.mark.reference_data, NO_DATA]
-
-DEPTH = ("edgewave bug: a made triple's depth is kept per (triple, time) (Network.depths), not "
-         "per arrival, so when a rule makes a triple equal to one already streamed at that "
-         "millisecond, every arrival of it, the input's included, takes the new depth. EPA-All's "
-         "agents (and EPA8-Transform) restate an event's triples unchanged at its time, each "
-         "reading what another restated: depths climb from rule to rule although no chain is "
-         "deeper than 6 (the test passes with rules.MAX_DEPTH raised), and 11 matches are cut at "
-         "depth 8: of the graphs INSTANS printed only 6 of 8 Poststateless, 4 of 6 Poststateful and "
-         "Translated, 3 of 6 GeoEvents, 1 of 6 Projected, SensorEvents and Combined and no "
-         "PatternDetect are made (nothing else differs). Alone: "
-         "test_a_copy_made_by_a_rule_leaves_the_input_triple_at_depth_0")
 
 INPUT = channel("Input")
 SAMPLE = "CEP2SPARQL_SampleEvents.trig"
@@ -191,10 +180,7 @@ def test_epa8_directions_are_the_ones_instans_binds(tmp_path: Path) -> None:
     assert set(want.values()) == {"NW", "NE", "SW", "SE", "0"}
 
 
-# Not marked reference_data: pytest reports an expected failure as skipped, which
-# tests/conftest.py turns into a failure for a reference_data test.
-@NO_DATA
-@pytest.mark.xfail(strict=True, reason=DEPTH)
+@needs_data
 def test_all_agents_chained_give_what_instans_printed(tmp_path: Path) -> None:
     """EPA-All.rq: EPA1 -> EPA2 -> EPA3 (local) -> EPA4, EPA2 -> EPA5 -> EPA7, and EPA6 and
     EPA8 on the input, each agent reading the stream the one before it writes; compared with
@@ -217,15 +203,13 @@ def test_all_agents_chained_give_what_instans_printed(tmp_path: Path) -> None:
     assert "derivations_cut=0 " in summary, summary
 
 
-@pytest.mark.xfail(strict=True, reason=DEPTH)
 def test_a_copy_made_by_a_rule_leaves_the_input_triple_at_depth_0(tmp_path: Path) -> None:
-    """The engine bug EPA-All runs into, alone. Seven rules copy ``:a :p :b`` (input, at
-    1000 ms) from stream to stream, the same triple at the same time; rule Z reads the input
-    stream (``:a :p :b`` and ``:a :r :c`` at 2000 ms) and rule Z2 reads Z's stream. By
+    """What EPA-All needs, alone. Seven rules copy ``:a :p :b`` (input, at 1000 ms) from
+    stream to stream, the same triple at the same time; rule Z reads the input stream
+    (``:a :p :b`` and ``:a :r :c`` at 2000 ms) and rule Z2 reads Z's stream. By
     docs/engine.md ("Chained rules": an input triple is at depth 0) Z's triple is at depth
-    1 and Z2's at 2, and both are made; the engine gives the input ``:a :p :b`` the depth of
-    the seventh copy (7), so Z's triple is at 8 and Z2's match is cut (derivations_cut=1).
-    Without the copies it is not."""
+    1 and Z2's at 2, and both are made: the copies' depths (up to 7) are theirs, not the
+    input arrival's, which equals them."""
     ex = "http://ex.org/"
     queries = {}
     for n in range(1, 8):
