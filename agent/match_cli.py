@@ -65,6 +65,7 @@ from edgewave.agent.engine.absence import AbsenceMatch
 from edgewave.agent.engine.per_instance.front import InstanceQuery
 from edgewave.agent.engine.per_instance.reporting import REPORT_POLICIES, ReportPolicy
 from edgewave.agent.engine.query import Query
+from edgewave.agent.engine.steps import stream_key
 from edgewave.shared.ntriples import NTriplesError, Triple, clear_term_caches
 from edgewave.shared.rdf_files import RdfFileError, read_text, read_triples
 from edgewave.shared.recorded import read_recorded
@@ -140,12 +141,13 @@ def _unfed_streams(queries: list[Query | InstanceQuery],
     """Why a run may match nothing by a slip of an IRI: a ``--stream IRI=FILE`` that no query
     reads, or a query stream that no ``--stream`` feeds (a file without IRI feeds them all)."""
     named = {s: q.name for q in queries for w in q.windows.values() for s in w.streams()}
+    made = {stream_key(q.name) for q in queries if isinstance(q, Query) and q.construct}   # chained rules feed these
     fed = {stream for stream, _, _ in sources}
     lines = [f"stream {stream} ({path}) is read by no query: its triples match nothing"
              for stream, path, _ in sources if stream is not None and stream not in named]
     if None not in fed:
         lines += [f"no --stream feeds {stream}, which query {name} reads"
-                  for stream, name in named.items() if stream not in fed]
+                  for stream, name in named.items() if stream not in fed and stream_key(stream) not in made]
     return lines
 
 

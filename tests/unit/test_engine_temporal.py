@@ -317,7 +317,8 @@ def test_paper_query_4_downgrades_made_by_a_rule_feed_query_2(tmp_path: Path) ->
                   line(day * DAY, r, "score", score)]
     lines += [line(2 * DAY, "bolt", "price", "100"), line(4 * DAY, "acme", "price", "100"),
               line(5 * DAY + 1, "bolt", "price", "45"), line(6 * DAY, "acme", "price", "40")]
-    found, _ = run_queries(tmp_path, [rule, crash], sorted(lines, key=lambda text: int(text.split("\t")[0])))
+    found, summary = run_queries(tmp_path, [rule, crash], sorted(lines, key=lambda text: int(text.split("\t")[0])))
+    assert "no --stream feeds" not in summary, summary        # the rule feeds the stream query 2 reads
     assert [(m["bindings"]["company"], m["bindings"]["agency"]) for m in found
             if m["pattern"] == "http://ex.org/downgrades"] == [(f"<{EX}acme>", f"<{EX}moodys>")]
     assert sorted((m["bindings"]["company"], m["bindings"].get("agency")) for m in found if m["pattern"] == "crash") \
