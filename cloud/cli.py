@@ -253,7 +253,7 @@ def _alert_texts(path: Path, names: list[str]) -> dict[str, AlertText]:
     themselves are checked with the document (``check_config_document``)."""
     import yaml
 
-    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    raw = yaml.safe_load(path.read_text(encoding="utf-8-sig")) or {}
     if not isinstance(raw, dict):
         raise ValueError("expected a mapping of pattern name to title, severity and message")
     out: dict[str, AlertText] = {}

@@ -21,6 +21,7 @@ def _assemble(tmp_path: Path) -> str:
     queries = [a for q in sorted((REPO / "configs/patterns").glob("*.rq")) for a in ("--query", str(q))]
     subprocess.run([str(BIN / "edgewave-cloud"), "make-config", "--schema", str(REPO / "configs/schema/building.ttl"),
                     "--static", str(static), *queries, "--significance", str(REPO / "configs/significance.ttl"),
+                    "--alerts", str(REPO / "configs/alerts.yaml"),
                     "--out", str(out)], check=True, capture_output=True, cwd=REPO)
     return out.read_text()
 
@@ -85,13 +86,14 @@ def test_make_config_reads_files_that_start_with_a_byte_order_mark(tmp_path):
     """As saved by editors on Windows: the document is the one built from the same files without."""
     plain = _assemble(tmp_path)
     for path in [tmp_path / "gw1.nt", *sorted((REPO / "configs/patterns").glob("*.rq")), REPO / "configs/schema/building.ttl",
-                 REPO / "configs/significance.ttl"]:
+                 REPO / "configs/significance.ttl", REPO / "configs/alerts.yaml"]:
         copy = tmp_path / "bom" / path.name
         copy.parent.mkdir(exist_ok=True)
         copy.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
     queries = [a for q in sorted((tmp_path / "bom").glob("*.rq")) for a in ("--query", str(q))]
     out = subprocess.run([str(BIN / "edgewave-cloud"), "make-config", "--schema", str(tmp_path / "bom/building.ttl"),
                           "--static", str(tmp_path / "bom/gw1.nt"), *queries,
-                          "--significance", str(tmp_path / "bom/significance.ttl")], capture_output=True, text=True)
+                          "--significance", str(tmp_path / "bom/significance.ttl"),
+                          "--alerts", str(tmp_path / "bom/alerts.yaml")], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout == plain
