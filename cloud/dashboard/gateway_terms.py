@@ -21,6 +21,8 @@ from .terms import Naming
 log = logging.getLogger("edgewave.cloud.dashboard.terms")
 
 CHECK_S = 10.0
+MAX_FLEET = 200
+"""Gateways whose namings the fleet's merges (the first by name): enough for a site, bounded for a fleet."""
 PLAIN = Naming.of((), ())
 """The naming of a gateway without a document: common prefixes, local names, no units."""
 
@@ -33,6 +35,7 @@ class GatewayTerms:
         self._check_s = check_s
         self._lock = threading.Lock()
         self._kept: dict[str, tuple[int | None, float, Naming]] = {}   # gateway -> (version, checked, naming)
+        self._fleet: tuple[float, Naming] | None = None
 
     def of(self, gateway: str) -> Naming:
         now = time.monotonic()
@@ -49,6 +52,27 @@ class GatewayTerms:
         with self._lock:
             self._kept[gateway] = (version, now, naming)
         return naming
+
+    def fleet(self) -> Naming:
+        """One naming for figures over every gateway (the overview's tables): the gateways'
+        namings merged, the first gateway's (by name) where two name one term differently."""
+        now = time.monotonic()
+        with self._lock:
+            kept = self._fleet
+        if kept is not None and now - kept[0] < self._check_s:
+            return kept[1]
+        with self._reader.query() as q:
+            gateways = sorted(str(row[0]) for row in q.rows("SELECT gateway FROM gateways"))
+        merged = Naming.of((), ())
+        for gateway in gateways[:MAX_FLEET]:
+            naming = self.of(gateway)
+            for mine, theirs in ((merged.prefixes, naming.prefixes), (merged.labels, naming.labels),
+                                 (merged.units, naming.units)):
+                for key, value in theirs.items():
+                    mine.setdefault(key, value)
+        with self._lock:
+            self._fleet = (now, merged)
+        return merged
 
     @staticmethod
     def _read(q: Query, gateway: str, version: int | None) -> Naming:

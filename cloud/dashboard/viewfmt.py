@@ -62,7 +62,10 @@ class Formatter:
         self.names = names
 
     def naming(self, gateway: str | None) -> Naming:
-        return self.names.of(gateway) if self.names is not None and gateway else PLAIN
+        """The gateway's naming; None: the fleet's (figures over every gateway)."""
+        if self.names is None:
+            return PLAIN
+        return self.names.of(gateway) if gateway else self.names.fleet()
 
     def term(self, gateway: str | None, term: str | None) -> Markup:
         """A term as people read it, the exact term on hover and copied on a click (dashboard.js)."""

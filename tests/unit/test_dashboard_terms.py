@@ -86,3 +86,15 @@ def test_each_gateway_is_named_from_the_document_it_applied(tmp_path: Path):
     resolve_push(db, "gw1", version, "applied", "", 2_000)
     assert terms.of("gw1").message("gw1", "fire", FIRE[:1]) == "Fire in Room 3"
     assert terms.of("gw2").term(ROOM3).text == "room3"             # no document: the last segment
+
+
+def test_figures_over_every_gateway_are_named_by_the_gateways_namings_merged(tmp_path: Path):
+    db = sqlite_utils.Database(tmp_path / "cloud.db")
+    ensure_registry_schema(db)
+    for gateway, label in (("gw1", "Room 3"), ("gw2", "Hall")):
+        doc = DOC.replace('"Room 3"', f'"{label}"').replace(f"<{EX}room3>", f"<{EX}{gateway}-room>")
+        resolve_push(db, gateway, reserve_version(db, gateway, "trig", doc, 1_000), "applied", "", 2_000)
+        db["gateways"].upsert({"gateway": gateway}, pk="gateway", alter=True)
+    fleet = GatewayTerms(Reader(tmp_path / "cloud.db"), check_s=0).fleet()
+    assert (fleet.term(f"<{EX}gw1-room>").text, fleet.term(f"<{EX}gw2-room>").text) == ("Room 3", "Hall")
+    assert fleet.term(f"<{EX}other>").text == "ex:other"          # a prefix a gateway's document declares
