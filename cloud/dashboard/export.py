@@ -91,15 +91,27 @@ def alarms_table(alarms: list[Any], zone: ZoneInfo | timezone) -> Table:
     return header, rows
 
 
-def live_table(items: list[dict[str, Any]], zone: ZoneInfo | timezone) -> Table:
-    """Live-feed (or history) rows as the live page lists them, newest first."""
+def live_table(items: list[dict[str, Any]], zone: ZoneInfo | timezone,
+               shown: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> Table:
+    """Live-feed (or history) rows as the live page lists them, newest first: the exact terms, or
+    with ``shown`` (``Formatter.event``) each event's message and its values as people read them."""
     header = ["match_time", "ingested", "gateway", "kind", "pattern", "bindings", "sensor", "property", "result",
               "window_start", "window_end", "event_id"]
-    rows = [[iso_time(i.get("window_end") or i.get("ingest_ms"), zone), iso_time(i.get("ingest_ms"), zone),
-             i.get("gateway"), i.get("kind"), i.get("pattern"),
-             " ".join(f"?{b.get('variable')}={b.get('value')}" for b in i.get("bindings") or []),
-             i.get("sensor"), i.get("property"), i.get("result"), iso_time(i.get("window_start"), zone),
-             iso_time(i.get("window_end"), zone), i.get("id")] for i in items]
+    rows = []
+    for i in items:
+        if shown is None:
+            bindings = " ".join(f"?{b.get('variable')}={b.get('value')}" for b in i.get("bindings") or [])
+        else:
+            read = shown(i)
+            bindings = " ".join(f"?{b['variable']}={b['text']}" for b in read["bindings"])
+        row = [iso_time(i.get("window_end") or i.get("ingest_ms"), zone), iso_time(i.get("ingest_ms"), zone),
+               i.get("gateway"), i.get("kind"), i.get("pattern"), bindings, i.get("sensor"), i.get("property"),
+               i.get("result"), iso_time(i.get("window_start"), zone), iso_time(i.get("window_end"), zone), i.get("id")]
+        if shown is not None:
+            row.insert(5, read["message"])
+        rows.append(row)
+    if shown is not None:
+        header.insert(5, "message")
     return header, rows
 
 

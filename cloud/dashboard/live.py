@@ -189,11 +189,15 @@ def rows_in_range(request: Request, rng: TimeRange, limit: int) -> RangeRows:
 
 def export_live(request: Request) -> Response:
     """``/export/live.csv``: the live page's table with its filters (gateway, pattern, time range), times in the
-    viewer's zone; without a range, the newest events the page shows."""
+    viewer's zone; without a range, the newest events the page shows. ``terms=read``: with each event's
+    message and its values as the page shows them, instead of the exact terms."""
     rng = chosen_range(request)
     if rng is None:
         items = read_feed(request.app.state.settings.live_feed_path, 0, MAX_BACKLOG, newest_first=True,
                           **_filters(request))
     else:
         items = rows_in_range(request, rng, CSV_ROWS).items
-    return export.csv_response(export.live_table(items, viewer_zone(request)), "edgewave-live.csv")
+    zone = viewer_zone(request)
+    read = request.query_params.get("terms") == "read"   # else the exact terms, for a spreadsheet or a script
+    shown = Formatter(zone, names=request.app.state.gateway_terms).event if read else None
+    return export.csv_response(export.live_table(items, zone, shown), "edgewave-live.csv")

@@ -98,3 +98,19 @@ def test_figures_over_every_gateway_are_named_by_the_gateways_namings_merged(tmp
     fleet = GatewayTerms(Reader(tmp_path / "cloud.db"), check_s=0).fleet()
     assert (fleet.term(f"<{EX}gw1-room>").text, fleet.term(f"<{EX}gw2-room>").text) == ("Room 3", "Hall")
     assert fleet.term(f"<{EX}other>").text == "ex:other"          # a prefix a gateway's document declares
+
+
+def test_the_live_csv_as_read_has_each_message_and_its_values_as_shown():
+    from datetime import timezone
+
+    from edgewave.cloud.dashboard.export import live_table, to_csv
+
+    n = naming(fire=AlertText("Fire", "critical", "Fire in {room}: {temp} °C"))
+    item = {"id": "urn:edgewave:event:1", "gateway": "gw1", "kind": "match", "pattern": "fire", "bindings": FIRE,
+            "triples": FIRE_TRIPLES, "window_start": 1_000, "window_end": 2_000, "ingest_ms": 2_500}
+    exact = to_csv(live_table([item], timezone.utc))
+    read = to_csv(live_table([item], timezone.utc, lambda i: n.event(i)))
+    assert f"?room={ROOM3}" in exact and "message" not in exact.splitlines()[0]
+    header, row = read.splitlines()[:2]
+    assert header.split(",")[5] == "message"
+    assert "Fire in room 3: 63.5 °C" in row and "?room=room 3 ?temp=63.5 °C ?threshold=57" in row
