@@ -202,7 +202,6 @@ def test_a_new_match_reaches_the_live_page_within_5s_with_its_evidence(page, pip
     assert f"from <{EX}alarm10> <{EX}triggeredBy> <{EX}s1> ." in entailed.inner_text()
     assert f"<{EX}triggeredBy> <http://www.w3.org/2000/01/rdf-schema#subPropertyOf> <{EX}raisedBy> ." \
         in entailed.inner_text()
-    save_screenshot(page, "dashboard-live.png")
     # The match's own evidence page, from the dashboard's alarm state.
     panel.locator("a", has_text="evidence").click()
     page.wait_for_url(re.compile(r"/matches/"))
@@ -252,7 +251,6 @@ def test_an_acknowledged_alarm_stays_so_and_one_key_keeps_one_open_alarm(page, p
     row.wait_for(timeout=5000)
     assert row.get_attribute("data-state") == "acknowledged"
     assert page.locator("#alarms-table tbody tr", has=page.locator(f".term[data-full='<{EX}room1>']")).count() == 1
-    save_screenshot(page, "dashboard-alarms.png")
     # The list as CSV, the same filters, times in the viewer's zone: the acknowledged alarm with its comment.
     export = page.request.get(page.locator("#alarms-csv").get_attribute("href") + "&tz=Asia/Kolkata")
     assert export.ok and export.headers["content-type"].startswith("text/csv")
