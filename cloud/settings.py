@@ -263,7 +263,7 @@ class NotificationSettings:
 
     targets: dict[str, NotificationTarget] = field(default_factory=dict)
     rules: list[NotificationRule] = field(default_factory=list)
-    severity: dict[str, str] = field(default_factory=dict)   # pattern -> severity; a pattern not listed: "alarm"
+    severity: dict[str, str] = field(default_factory=dict)   # pattern -> severity; else its ew:severity, "alarm"
     max_per_key: int = setting(3, minimum=1)                 # messages per alarm key and target ...
     per_key_window_s: float = setting(3600.0, minimum=1)     # ... within this long; the rest is suppressed
     keep_days: float = setting(30.0, minimum=1)              # delivered and failed notifications kept this long

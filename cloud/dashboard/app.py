@@ -501,7 +501,7 @@ def create_app(settings: CloudSettings, secret_key: str) -> Starlette:
     if ended:
         log.info("dashboard sessions ended=%d reason='user removed or password changed'", ended)
     app.state.live_streams = 0
-    app.state.notifier = Notifier(settings, settings.dashboard_state_path)
+    app.state.notifier = Notifier(settings, settings.dashboard_state_path, app.state.gateway_terms)
     app.state.alarms = AlarmStore(settings.dashboard_state_path, d.alarm_keys, on_open=app.state.notifier.on_open)
     app.state.history = History(settings.spark.history)
     app.state.follower = FeedFollower(settings.live_feed_path, app.state.alarms)

@@ -55,6 +55,7 @@ from edgewave.shared.secret_files import read_secret
 from edgewave.shared.sqlite_files import open_read_write
 
 from .alarms import ACTIVE, COLUMNS, Alarm
+from .gateway_terms import GatewayTerms
 
 log = logging.getLogger("edgewave.cloud.dashboard.notify")
 
@@ -145,15 +146,19 @@ def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def message(alarm: Alarm, reason: str, rule: str, severity: str, base_url: str) -> dict[str, Any]:
-    """What every kind of target is told: the alarm, why now, and where to acknowledge it."""
+def message(alarm: Alarm, reason: str, rule: str, severity: str, base_url: str,
+            said: str | None = None, written: bool = False) -> dict[str, Any]:
+    """What every kind of target is told: the alarm, what its pattern says of its newest match
+    (``said``: the alert text, terms.py; ``written``: from the pattern's own message template,
+    which then heads the message too), why now, and where to acknowledge it."""
     url = f"{base_url}/alarms/{alarm.id}"
     key = ", ".join(f"?{v} = {value if value is not None else '-'}" for v, value in alarm.key) or "(none)"
-    headline = (f"{'Still unacknowledged: ' if reason == REMINDER else ''}{severity} {alarm.pattern} "
-                f"on {alarm.gateway}")
+    headline = (f"{'Still unacknowledged: ' if reason == REMINDER else ''}{severity} "
+                f"{' '.join(said.split()) if said and written else alarm.pattern} on {alarm.gateway}")
     text = "\n".join([
         headline,
         "",
+        *([said, ""] if said else []),
         f"Gateway:    {alarm.gateway}",
         f"Pattern:    {alarm.pattern}",
         f"Severity:   {severity}",
@@ -167,6 +172,7 @@ def message(alarm: Alarm, reason: str, rule: str, severity: str, base_url: str) 
         "",
     ])
     return {"event": f"alarm.{reason}", "rule": rule, "subject": f"[edgewave] {headline}", "text": text, "url": url,
+            "message": said,
             "alarm": {"id": alarm.id, "gateway": alarm.gateway, "pattern": alarm.pattern, "severity": severity,
                       "state": alarm.state, "key": [{"variable": v, "value": value} for v, value in alarm.key],
                       "count": alarm.count, "first_seen_ms": alarm.first_seen_ms, "last_seen_ms": alarm.last_seen_ms,
@@ -300,10 +306,11 @@ def send_mqtt(target: NotificationTarget, settings: CloudSettings, body: bytes) 
 class Notifier:
     """The rules, the queue in the state file, and one delivery thread per target."""
 
-    def __init__(self, settings: CloudSettings, path: str | Path) -> None:
+    def __init__(self, settings: CloudSettings, path: str | Path, terms: GatewayTerms | None = None) -> None:
         self.settings = settings
         self.config = settings.notifications
         self.base_url = settings.dashboard.base_url
+        self.terms = terms
         self.path = Path(path)
         self._secrets = self._read_secrets()
         self._lock = threading.Lock()
@@ -374,7 +381,7 @@ class Notifier:
         if not self.config.rules:
             return
         alarm = _alarm_on(conn, alarm_id)
-        severity = self.config.severity_of(alarm.pattern)
+        said, written, severity = self._said(conn, alarm)
         now = clock.now_ms()
         told: set[str] = set()
         for rule in self.config.rules:
@@ -383,10 +390,27 @@ class Notifier:
             for target in rule.targets:
                 if target not in told:
                     told.add(target)
-                    self._enqueue(conn, alarm, OPENED, rule.name, target, severity, now)
+                    self._enqueue(conn, alarm, OPENED, rule.name, target, severity, now, said, written)
             if rule.remind_after_s is not None:
                 conn.execute("INSERT OR IGNORE INTO notification_reminders (alarm_id, rule, due_ms) VALUES (?, ?, ?)",
                              (alarm.id, rule.name, now + int(rule.remind_after_s * 1000)))
+
+    def _said(self, conn: Any, alarm: Alarm) -> tuple[str | None, bool, str]:
+        """The alert text of the alarm's newest match, whether the pattern's author wrote it (a
+        message template) or it is made of the match's values, and the alarm's severity:
+        cloud.yaml's for the pattern (``notifications.severity``), else the pattern's own
+        (``ew:severity`` in the gateway's config document), else "alarm"."""
+        naming = self.terms.of(alarm.gateway) if self.terms is not None else None
+        severity = (self.config.severity.get(alarm.pattern) or (naming.severity(alarm.pattern) if naming else None)
+                    or "alarm")
+        row = conn.execute("SELECT item FROM alarm_matches WHERE alarm_id = ? ORDER BY seq DESC LIMIT 1",
+                           (alarm.id,)).fetchone()
+        if naming is None or row is None:
+            return None, False, severity
+        item = json.loads(row[0])
+        alert = naming.alerts.get(alarm.pattern)
+        said = naming.message(alarm.gateway, alarm.pattern, item.get("bindings") or [], item.get("triples") or [])
+        return said, alert is not None and alert.message is not None, severity
 
     @staticmethod
     def _selects(rule: Any, alarm: Alarm, severity: str) -> bool:
@@ -395,9 +419,9 @@ class Notifier:
                 and (not rule.severities or severity in rule.severities))
 
     def _enqueue(self, conn: Any, alarm: Alarm, reason: str, rule: str, target: str, severity: str,
-                 now: int) -> None:
+                 now: int, said: str | None = None, written: bool = False) -> None:
         kind = self.config.targets[target].kind
-        body = json.dumps(message(alarm, reason, rule, severity, self.base_url), ensure_ascii=False,
+        body = json.dumps(message(alarm, reason, rule, severity, self.base_url, said, written), ensure_ascii=False,
                           separators=(",", ":")).encode()
         recent = conn.execute(
             "SELECT COUNT(*) FROM notifications WHERE gateway = ? AND pattern = ? AND binding_key = ? AND target = ? "
@@ -449,10 +473,10 @@ class Notifier:
                     alarm = _alarm_on(conn, alarm_id)
                     if rule is None or alarm is None or alarm.state != ACTIVE:
                         continue
-                    severity = self.config.severity_of(alarm.pattern)
+                    said, written, severity = self._said(conn, alarm)
                     for target in rule.targets:
                         if target in self.config.targets:
-                            self._enqueue(conn, alarm, REMINDER, rule.name, target, severity, now)
+                            self._enqueue(conn, alarm, REMINDER, rule.name, target, severity, now, said, written)
                     reminded += 1
             except BaseException:
                 conn.execute("ROLLBACK")

@@ -287,7 +287,8 @@ def test_smtp_with_implicit_tls_verifies_the_server_and_delivers(tmp_path, feed)
     try:
         [n] = _mail_rig(tmp_path, feed, port, tls="implicit", ca_file=str(cert))
         assert n.state == SENT and len(server.handler.messages) == 1
-        assert "Acknowledge it on the dashboard: https://dash.example.org/alarms/1" in server.handler.messages[0].get_content()
+        assert "Acknowledge it on the dashboard: https://dash.example.org/alarms/1" in \
+            server.handler.messages[0].get_content()
     finally:
         server.stop()
 
@@ -333,3 +334,45 @@ def test_messages_for_a_target_removed_from_the_settings_fail_visibly(tmp_path, 
     again = Notifier(settings_for(tmp_path, {}), tmp_path / "dashboard.db")
     [n] = again.for_alarm(store.list()[0].id)
     assert n.state == FAILED and "no longer" in n.last_error
+
+
+ALERT_DOC = """@prefix ew: <https://edgewave.dev/ns#> .
+ew:config {
+<urn:edgewave:config> a ew:GatewayConfig ;
+    ew:pattern [ a ew:Pattern ; ew:name "fire" ; ew:severity "critical" ; ew:message "Fire in {room}" ; ew:query \"\"\"
+REGISTER RSTREAM <fire> AS SELECT ?room ?obs
+FROM NAMED WINDOW <w> ON <http://example.org/stream/fire> [RANGE PT1M STEP PT1S]
+WHERE { WINDOW <w> { ?obs <http://example.org/in> ?room } }\"\"\" ] .
+}
+"""
+
+
+def test_a_notification_carries_the_patterns_alert_text_and_is_selected_by_its_severity(tmp_path, feed, hook):
+    """The pattern's ew:message, filled in with the newest match (terms as people read them),
+    heads the message; its ew:severity is the alarm's when cloud.yaml names none, and a rule
+    for critical alarms only selects it."""
+    import sqlite_utils
+
+    from edgewave.cloud.dashboard.gateway_terms import GatewayTerms
+    from edgewave.cloud.dashboard.queries import Reader
+    from edgewave.cloud.registry import ensure_registry_schema, reserve_version, resolve_push
+
+    db = sqlite_utils.Database(tmp_path / "cloud.db")
+    ensure_registry_schema(db)
+    resolve_push(db, "gw1", reserve_version(db, "gw1", "trig", ALERT_DOC, 1_000), "applied", "", 2_000)
+    url = f"http://127.0.0.1:{hook.server_address[1]}/hook"
+    secret = tmp_path / "hook.secret"
+    secret.write_text("s3cret-hook-key\n")
+    secret.chmod(0o600)
+    settings = settings_for(tmp_path, {
+        "targets": {"ops": {"kind": "webhook", "url": url, "secret_file": str(secret)}},
+        "rules": [{"name": "critical", "targets": ["ops"], "severities": ["critical"]}]})
+    notifier = Notifier(settings, tmp_path / "dashboard.db", GatewayTerms(Reader(tmp_path / "cloud.db")))
+    store = AlarmStore(tmp_path / "dashboard.db", on_open=notifier.on_open)
+    write(feed, fire("room3", 1))
+    FeedFollower(tmp_path / "live.db", store).step()
+    assert notifier.deliver_one("ops")
+    got = json.loads(hook.got[0][1])
+    assert got["message"] == "Fire in room3" and got["alarm"]["severity"] == "critical"
+    assert got["subject"] == "[edgewave] critical Fire in room3 on gw1"
+    assert got["text"].splitlines()[2] == "Fire in room3"
