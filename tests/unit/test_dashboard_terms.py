@@ -7,6 +7,7 @@ from zoneinfo import ZoneInfo
 
 import sqlite_utils
 
+from edgewave.cloud.dashboard import gateway_terms
 from edgewave.cloud.dashboard.gateway_terms import GatewayTerms
 from edgewave.cloud.dashboard.queries import Reader
 from edgewave.cloud.dashboard.terms import Naming
@@ -88,16 +89,21 @@ def test_each_gateway_is_named_from_the_document_it_applied(tmp_path: Path):
     assert terms.of("gw2").term(ROOM3).text == "room3"             # no document: the last segment
 
 
-def test_figures_over_every_gateway_are_named_by_the_gateways_namings_merged(tmp_path: Path):
+def test_figures_over_every_gateway_are_named_by_the_gateways_namings_merged(tmp_path: Path, monkeypatch):
     db = sqlite_utils.Database(tmp_path / "cloud.db")
     ensure_registry_schema(db)
     for gateway, label in (("gw1", "Room 3"), ("gw2", "Hall")):
         doc = DOC.replace('"Room 3"', f'"{label}"').replace(f"<{EX}room3>", f"<{EX}{gateway}-room>")
         resolve_push(db, gateway, reserve_version(db, gateway, "trig", doc, 1_000), "applied", "", 2_000)
         db["gateways"].upsert({"gateway": gateway}, pk="gateway", alter=True)
-    fleet = GatewayTerms(Reader(tmp_path / "cloud.db"), check_s=0).fleet()
+    terms = GatewayTerms(Reader(tmp_path / "cloud.db"), check_s=60)
+    monkeypatch.setattr(gateway_terms, "FLEET_READS", 1)           # a page reads one new document at most ...
+    first = terms.fleet()
+    assert (first.term(f"<{EX}gw1-room>").text, first.term(f"<{EX}gw2-room>").text) == ("Room 3", "ex:gw2-room")
+    fleet = terms.fleet()                                          # ... the next page the next one
     assert (fleet.term(f"<{EX}gw1-room>").text, fleet.term(f"<{EX}gw2-room>").text) == ("Room 3", "Hall")
     assert fleet.term(f"<{EX}other>").text == "ex:other"          # a prefix a gateway's document declares
+    assert terms.fleet() is fleet                                  # complete: kept for check_s
 
 
 def test_the_live_csv_as_read_has_each_message_and_its_values_as_shown():
