@@ -46,6 +46,9 @@ TARGET_MS = 300.0
 TARGET_LIVE_S = 1.0
 MINUTE = 60_000
 PATTERNS = ("fire", "intrusion", "patient")
+SITES = 10
+"""Distinct config documents among the gateways (one per site)."""
+REPO = HERE.parent.parent
 
 
 def fill(db_path: Path, gateways: int, events: int, now_ms: int) -> dict[str, int]:
@@ -93,11 +96,24 @@ def fill(db_path: Path, gateways: int, events: int, now_ms: int) -> dict[str, in
                 registry.record_status(conn, name, status(name, "online", time_ms=now_ms - 5000, bytes_in=10 ** 6,
                                                           bytes_forwarded=40_000, messages_in=5000, matches=300),
                                        now_ms - rng.randint(1000, 20_000))
+        apply_documents(db, gateways, now_ms)
         db.execute("ANALYZE")
     finally:
         db.conn.close()
     return {"matches_per_minute": len(matches), "significant_per_minute": len(significant),
             "events": sum(m[3] for m in matches)}
+
+
+def apply_documents(db, gateways: int, now_ms: int) -> None:
+    """Every gateway runs the shipped config document (labels, units and alert text on), one of
+    ``SITES`` variants by its site's static data, applied: the pages name terms through them."""
+    shipped = (REPO / "configs" / "gateway-config.trig").read_text(encoding="utf-8")
+    for g in range(gateways):
+        name, site = f"gw{g:03}", g % SITES
+        document = shipped.replace("ew:static {\n", f"ew:static {{\n  <http://example.org/site{site}> "
+                                   f"<http://www.w3.org/2000/01/rdf-schema#label> \"site {site}\" .\n", 1)
+        version = registry.reserve_version(db, name, "trig", document, now_ms - 60_000)
+        registry.resolve_push(db, name, version, "applied", "", now_ms - 50_000)
 
 
 def timed(session: HttpSession, path: str, n: int) -> list[float]:
@@ -174,7 +190,10 @@ def live_fanout(port: int, session: HttpSession, feed: Path, clients: int, match
     try:
         for n in range(matches):
             now = int(time.time() * 1000)
-            event = match_event("gw000", "fire", {"room": f"<http://example.org/room{n}>"}, now - 1000, now,
+            event = match_event("gw000", "fire", {"room": f"<http://example.org/room{n}>",
+                                                  "temp": f'"6{n % 10}.5"^^<http://www.w3.org/2001/XMLSchema#decimal>',
+                                                  "threshold": '"57"^^<http://www.w3.org/2001/XMLSchema#decimal>'},
+                                now - 1000, now,
                                 [(("<http://example.org/o>", "<http://example.org/v>", f'"{n}"'), now)], now)
             writer.append([landing_record(event, now)])
             sent[event["id"]] = time.monotonic()
