@@ -128,11 +128,10 @@ def _view(request: Request) -> Formatter:
 def _alarm_json(alarm: Alarm, view: Formatter) -> dict[str, Any]:
     """An alarm for the page's script: its columns, and its title and key as people read them."""
     naming = view.naming(alarm.gateway)
-    alert = naming.alerts.get(alarm.pattern)
     shown = [{"variable": variable, **asdict(naming.term(value, view.zone))} if value is not None
              else {"variable": variable, "text": "–", "full": ""} for variable, value in alarm.key]
-    return {**alarm.as_json(), "title": alert.title if alert is not None and alert.title else alarm.pattern,
-            "severity": alert.severity if alert is not None else None, "shown_key": shown}
+    return {**alarm.as_json(), "title": naming.title(alarm.pattern), "severity": naming.severity(alarm.pattern),
+            "shown_key": shown}
 
 
 def _alarm(request: Request) -> Alarm:

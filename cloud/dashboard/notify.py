@@ -409,7 +409,7 @@ class Notifier:
             return None, False, severity
         item = json.loads(row[0])
         alert = naming.alerts.get(alarm.pattern)
-        said = naming.message(alarm.gateway, alarm.pattern, item.get("bindings") or [], item.get("triples") or [])
+        said = naming.message(alarm.pattern, item.get("bindings") or [], item.get("triples") or [])
         return said, alert is not None and alert.message is not None, severity
 
     @staticmethod

@@ -183,13 +183,10 @@ class Naming:
             return self._observation(item, zone)
         pattern = item.get("pattern")
         bindings = item.get("bindings") or ()
-        alert = self.alerts.get(pattern or "")
-        message = self.message(item.get("gateway") or "", pattern, bindings, triples, zone)
-        if alert is None or not alert.message:   # the badge says the title: the values alone
-            message = message.split(" — ", 1)[1] if " — " in message else ""
-        return {"message": message,
-                "title": (alert.title if alert is not None and alert.title else None) or pattern or "event",
-                "severity": alert.severity if alert is not None else None,
+        pairs = _pairs(bindings)
+        said = self._written(pattern, pairs, zone)
+        return {"message": said if said is not None else self._values(pairs, triples, zone),   # the badge: the title
+                "title": self.title(pattern), "severity": self.severity(pattern),
                 "bindings": [{"variable": name, "text": shown.text, "full": shown.full}
                              for name, shown in self.bindings(bindings, triples, zone)]}
 
@@ -206,20 +203,35 @@ class Naming:
                 "bindings": [{"variable": n, "text": v.text, "full": v.full} for n, v in parts]}
 
     # -- alert text ---------------------------------------------------------------------------
-    def message(self, gateway: str, pattern: str | None, bindings: Sequence[Mapping[str, str]] | Mapping[str, str],
+    def message(self, pattern: str | None, bindings: Sequence[Mapping[str, str]] | Mapping[str, str],
                 triples: Sequence[str] = (), zone: ZoneInfo | timezone = timezone.utc) -> str:
         """What a match says to people: its pattern's message template filled in, else the
-        pattern's title or name with its bindings, shortest first."""
+        pattern's title (or name) and its first values."""
         pairs = _pairs(bindings)
+        said = self._written(pattern, pairs, zone)
+        if said is not None:
+            return said
+        values = self._values(pairs, triples, zone)
+        title = self.title(pattern)
+        return f"{title} — {values}" if values else title
+
+    def title(self, pattern: str | None) -> str:
         alert = self.alerts.get(pattern or "")
-        if alert is not None and alert.message:
-            values = dict(pairs)
-            return render(alert.message, values, lambda term: self.term(term, zone).text)
-        title = (alert.title if alert is not None and alert.title else None) or pattern or "event"
+        return (alert.title if alert is not None and alert.title else None) or pattern or "event"
+
+    def _written(self, pattern: str | None, pairs: list[tuple[str, str]], zone: ZoneInfo | timezone) -> str | None:
+        """The pattern's message template filled in (values without units: the template says them), or None."""
+        alert = self.alerts.get(pattern or "")
+        if alert is None or not alert.message:
+            return None
+        return render(alert.message, dict(pairs), lambda term: self.term(term, zone).text)
+
+    def _values(self, pairs: list[tuple[str, str]], triples: Sequence[str], zone: ZoneInfo | timezone) -> str:
+        """The first ``DEFAULT_SHOWN`` values as "name: value", with their units."""
         units = self.units_of(triples)
         shown = [f"{name}: {self.term(value, zone, units.get(value)).text}" for name, value in pairs[:DEFAULT_SHOWN]]
         more = f" (+{len(pairs) - DEFAULT_SHOWN} more)" if len(pairs) > DEFAULT_SHOWN else ""
-        return f"{title} — {', '.join(shown)}{more}" if shown else title
+        return ", ".join(shown) + more
 
     def severity(self, pattern: str | None) -> str | None:
         alert = self.alerts.get(pattern or "")

@@ -57,11 +57,11 @@ def test_literals_read_as_values_and_a_result_with_its_unit():
 
 def test_a_message_template_reads_first_and_a_pattern_without_one_gets_its_bindings():
     n = naming(fire=AlertText("Fire", "critical", "Fire in {room}: {temp} °C, threshold {threshold}"))
-    assert n.message("gw1", "fire", FIRE, FIRE_TRIPLES) == "Fire in room 3: 63.5 °C, threshold 57"
+    assert n.message("fire", FIRE, FIRE_TRIPLES) == "Fire in room 3: 63.5 °C, threshold 57"
     assert n.severity("fire") == "critical"
-    assert n.message("gw1", "smoke", FIRE[:2], FIRE_TRIPLES) == "smoke — room: room 3, temp: 63.5 °C"
+    assert n.message("smoke", FIRE[:2], FIRE_TRIPLES) == "smoke — room: room 3, temp: 63.5 °C"
     many = [{"variable": f"v{i}", "value": f'"{i}"^^<{XSD}integer>'} for i in range(6)]
-    assert n.message("gw1", "p", many).endswith("v3: 3 (+2 more)")
+    assert n.message("p", many).endswith("v3: 3 (+2 more)")
 
 
 DOC = f"""@prefix ew: <https://edgewave.dev/ns#> .
@@ -83,9 +83,9 @@ def test_each_gateway_is_named_from_the_document_it_applied(tmp_path: Path):
     ensure_registry_schema(db)
     version = reserve_version(db, "gw1", "trig", DOC, 1_000)
     terms = GatewayTerms(Reader(tmp_path / "cloud.db"), check_s=0)
-    assert terms.of("gw1").message("gw1", "fire", FIRE[:1]) == "fire — room: room3"   # pushed, not yet applied
+    assert terms.of("gw1").message("fire", FIRE[:1]) == "fire — room: room3"   # pushed, not yet applied
     resolve_push(db, "gw1", version, "applied", "", 2_000)
-    assert terms.of("gw1").message("gw1", "fire", FIRE[:1]) == "Fire in Room 3"
+    assert terms.of("gw1").message("fire", FIRE[:1]) == "Fire in Room 3"
     assert terms.of("gw2").term(ROOM3).text == "room3"             # no document: the last segment
 
 
