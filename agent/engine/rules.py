@@ -36,6 +36,8 @@ def made_by(depths: dict[int, tuple[Triple, int, int, Match]], triple: Triple) -
     """(depth, maker) of ``triple`` when a rule made that very object, else None (an input triple)."""
     found = depths.get(id(triple))
     return (found[2], found[3]) if found is not None and found[0] is triple else None
+
+
 _fresh = itertools.count()
 
 
