@@ -25,6 +25,7 @@ from typing import Any, NamedTuple, Sequence
 from edgewave.agent.agent_clock import CLOCK
 from edgewave.agent.config import AgentSettings
 from edgewave.agent.engine import Engine, Match
+from edgewave.agent.engine.absence import AbsenceMatch
 from edgewave.agent.instance_queries import InstanceQueries
 from edgewave.agent.intake import Intake, Rejection, SensorEvent
 from edgewave.agent.mqtt_link import Ack
@@ -108,7 +109,8 @@ class Pipeline:
         """One uplink event per match, in the order the engine completed them."""
         gateway, content = self.gateway, self.settings.uplink.match_content
         return [match_event(gateway, m.pattern, m.bindings, m.start, m.end, m.triples, emitted_ms,
-                            entailed=m.entailed, content=content, expected=getattr(m, "expected", None),
+                            entailed=m.entailed, content=content,
+                            expected=m.expected if isinstance(m, AbsenceMatch) else None,
                             derived_from=[match_event_id(gateway, r.pattern, r.triples) for r in m.made_from])
                 for m in matches]
 

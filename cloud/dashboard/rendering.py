@@ -26,7 +26,7 @@ def render(request: Request, template: str, context: dict[str, Any], status_code
     """A page or fragment with what every template needs: the user, the CSRF token, the formatter."""
     base = {"request": request, "user": current_user(request), "csrf_token": csrf_token(request),
             "csrf_field": CSRF_FIELD,
-            "v": Formatter(viewer_zone(request), names=getattr(request.app.state, "gateway_terms", None))}
+            "v": Formatter(viewer_zone(request), names=request.app.state.gateway_terms)}
     return templates.TemplateResponse(request, template, {**base, **context}, status_code=status_code)
 
 
