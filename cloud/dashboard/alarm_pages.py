@@ -67,7 +67,10 @@ def alarms_page(request: Request) -> Response:
     rows = s.list(**_list_args(f))
     gateways, patterns = s.choices()
     query = urlencode({k: v for k, v in f.items() if v})
-    return render(request, "alarms.html", {"nav": "alarms", "alarms": rows, "chosen": f, "gateways": gateways,
+    view = _view(request)
+    said = {a.id: _said(s, a, view) for a in rows}
+    return render(request, "alarms.html", {"nav": "alarms", "alarms": rows, "said": said, "chosen": f,
+                                           "gateways": gateways,
                                            "patterns": patterns, "rev": rev, "filter_params": query,
                                            "since_choices": list(SINCE_MS)})
 
@@ -80,9 +83,8 @@ def export_alarms(request: Request) -> Response:
 
 def api_alarms(request: Request) -> Response:
     f = _filters(request)
-    view = _view(request)
-    return JSONResponse({"rev": store(request).rev,
-                         "alarms": [_alarm_json(a, view) for a in store(request).list(**_list_args(f))]})
+    view, s = _view(request), store(request)
+    return JSONResponse({"rev": s.rev, "alarms": [_alarm_json(a, view, s) for a in s.list(**_list_args(f))]})
 
 
 async def alarms_stream(request: Request) -> Response:
@@ -108,7 +110,7 @@ async def alarms_stream(request: Request) -> Response:
                 rev = s.rev
                 changed = await run_in_threadpool(lambda: s.list(after_rev=seen, **args))
                 for alarm in reversed(changed):
-                    data = json.dumps(_alarm_json(alarm, view), ensure_ascii=False, separators=(",", ":"))
+                    data = json.dumps(_alarm_json(alarm, view, s), ensure_ascii=False, separators=(",", ":"))
                     yield f"id: {rev}\nevent: alarm\ndata: {data}\n\n"
                 seen = rev
                 quiet = time.monotonic()
@@ -125,13 +127,24 @@ def _view(request: Request) -> Formatter:
     return Formatter(viewer_zone(request), names=request.app.state.gateway_terms)
 
 
-def _alarm_json(alarm: Alarm, view: Formatter) -> dict[str, Any]:
-    """An alarm for the page's script: its columns, and its title and key as people read them."""
+def _said(s: AlarmStore, alarm: Alarm, view: Formatter) -> str | None:
+    """What the alarm's newest match says to people (its pattern's message), while it is kept."""
+    found = s.match(alarm.last_event) if alarm.last_event else None
+    if found is None:
+        return None
+    item = found[1]
+    return view.naming(alarm.gateway).message(alarm.pattern, item.get("bindings") or [], item.get("triples") or [],
+                                              view.zone)
+
+
+def _alarm_json(alarm: Alarm, view: Formatter, s: AlarmStore) -> dict[str, Any]:
+    """An alarm for the page's script: its columns, its title and key as people read them, and
+    what its newest match says."""
     naming = view.naming(alarm.gateway)
     shown = [{"variable": variable, **asdict(naming.term(value, view.zone))} if value is not None
              else {"variable": variable, "text": "–", "full": ""} for variable, value in alarm.key]
     return {**alarm.as_json(), "title": naming.title(alarm.pattern), "severity": naming.severity(alarm.pattern),
-            "shown_key": shown}
+            "shown_key": shown, "message": _said(s, alarm, view)}
 
 
 def _alarm(request: Request) -> Alarm:
