@@ -2,10 +2,14 @@
 
 Pages:    GET /config (every gateway's applied version and newest push; the edit-and-push form),
           GET /gateways/{gw}/config[?version=N] (a document with its patterns highlighted, the push history),
-          GET /gateways/{gw}/config/diff?a=N&b=M
+          GET /gateways/{gw}/config/diff?a=N&b=M,
+          GET /gateways/{gw}/config/parts[?version=N] (the editor: a document as its parts)
 Operator: POST /config/push (a document to one, several or all gateways),
           POST /gateways/{gw}/config/rollback (an earlier version, pushed again as a new version),
-          POST /gateways/{gw}/push (a document uploaded as a file; see app.py)
+          POST /gateways/{gw}/push (a document uploaded as a file; see app.py),
+          POST /config/validate (parts, assembled and checked as a push would be: JSON),
+          POST /gateways/{gw}/config/parts/diff (parts against the applied version: a fragment),
+          POST /gateways/{gw}/config/parts/push (parts, assembled, pushed like any document)
 
 Every push goes through push-config's own code (cloud/publisher.py): the same
 validation before anything is published (the check the agent compiles a document
@@ -28,18 +32,22 @@ from urllib.parse import quote
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from edgewave.cloud.settings import CloudSettings
 from edgewave.shared import clock
 
 from . import configs, queries
 from .auth import OPERATOR, current_user, form_for
+from .highlight import highlight
 from .rendering import reader_of, render
 
 log = logging.getLogger("edgewave.cloud.dashboard.config")
 
 MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
+MAX_PARTS_REQUEST_BYTES = MAX_DOCUMENT_BYTES
+"""The largest request the parts editor may send (validate, diff, push); the document the parts make must
+then fit the agent's own, smaller, document limits."""
 FORMATS = ("trig", "turtle")
 PUBLISH_WAIT_S = 5.0
 """How long the push form waits for the publishes (not the acks) before it answers, so the page
@@ -252,12 +260,16 @@ def _gateway(request: Request, q: queries.Query) -> str:
 def gateway_config_page(request: Request) -> Response:
     settings = _settings(request)
     raw = request.query_params.get("version")
+    push_error = None
     with reader_of(request).query() as q:
         gateway = _gateway(request, q)
         applied = _applied_version(q, gateway)
         history = configs.pushes(q, gateway)
         shown = int(raw) if raw and raw.isdigit() else applied
         found = configs.document(q, gateway, shown) if shown is not None else None
+        if request.query_params.get("failed"):     # the reason as recorded, never text from the address
+            failures = queries.push_failures(q, gateway, 1)
+            push_error = f"Not pushed: {failures[0].reason}" if failures else "Not pushed: see the history below"
     patterns: dict[str, str] = {}
     parse_error = None
     if found:
@@ -269,7 +281,8 @@ def gateway_config_page(request: Request) -> Response:
     return render(request, "gateway_config.html", {
         "nav": "config", "gateway": gateway, "applied": applied, "shown": shown, "doc": found, "patterns": patterns,
         "parse_error": parse_error, "history": history, "now_ms": clock.now_ms(),
-        "ack_timeout_s": settings.push.ack_timeout_s, "rolled": request.query_params.get("rolled")})
+        "ack_timeout_s": settings.push.ack_timeout_s, "rolled": request.query_params.get("rolled"),
+        "pushed": bool(request.query_params.get("pushed")), "push_error": push_error})
 
 
 def diff_page(request: Request) -> Response:
@@ -307,3 +320,163 @@ async def rollback(request: Request) -> Response:
     log.info("dashboard rollback user=%s gateway=%s to_version=%s", user.name if user else "", gateway, raw)
     start_push(_settings(request), [gateway], text, fmt, user.name if user else "")
     return RedirectResponse(f"/gateways/{quote(gateway)}/config?rolled={raw}", status_code=303)
+
+
+# -- the editor: a document as its parts ------------------------------------------------------
+
+def _source(q: queries.Query, gateway: str, raw: str | None) -> tuple[int | None, int | None, tuple[str, str] | None]:
+    """(applied version, version shown, its (text, format)): ``?version=N``, else the applied document, else
+    the newest one pushed."""
+    applied = _applied_version(q, gateway)
+    if raw and raw.isdigit():
+        return applied, int(raw), configs.document(q, gateway, int(raw))
+    found = configs.document(q, gateway, applied) if applied is not None else None
+    if found is not None:
+        return applied, applied, found
+    newest = configs.pushes(q, gateway, 1)
+    if newest:
+        return applied, newest[0].version, configs.document(q, gateway, newest[0].version)
+    return applied, None, None
+
+
+def _parts_context(request: Request, gateway: str, applied: int | None, shown: int | None,
+                   found: tuple[str, str] | None, **extra: Any) -> dict[str, Any]:
+    from edgewave.shared.configdoc import ConfigRejected
+
+    parts, split_error = configs.Parts(), None
+    if found is not None:
+        try:
+            parts = configs.split_document(found[0], found[1])
+        except ConfigRejected as exc:
+            split_error = exc.reason
+    context = {"nav": "config", "gateway": gateway, "applied": applied, "shown": shown, "doc": found,
+               "parts": parts, "split_error": split_error, "error": None, "gateways": [gateway]}
+    context.update(extra)
+    user = current_user(request)
+    context["editable"] = bool(user and user.may(OPERATOR)) and split_error is None and not parts.unexpressed
+    return context
+
+
+def parts_page(request: Request) -> Response:
+    """A document as its parts: each pattern its own editor, then schema, static data and significance rules;
+    for an operator, validated as they type, diffed against the applied version and pushed from here."""
+    with reader_of(request).query() as q:
+        gateway = _gateway(request, q)
+        applied, shown, found = _source(q, gateway, request.query_params.get("version"))
+    if request.query_params.get("version") and found is None:
+        raise HTTPException(404, f"{gateway} has no pushed version {shown}")
+    return render(request, "config_parts.html", _parts_context(request, gateway, applied, shown, found))
+
+
+def _too_large(request: Request) -> str | None:
+    """Why a parts request is refused before its body is read: no length given, or one beyond the bound."""
+    raw = request.headers.get("content-length", "")
+    if not raw.isdigit():
+        return "the request must say its length"
+    if int(raw) > MAX_PARTS_REQUEST_BYTES:
+        return f"the parts are larger than {MAX_PARTS_REQUEST_BYTES // (1024 * 1024)} MiB"
+    return None
+
+
+def check_parts(parts: configs.Parts) -> dict[str, Any]:
+    """What the agent would say of the document the parts make: {ok, reason, part, index, pattern, field},
+    and each pattern's query highlighted (for the editor's preview)."""
+    from edgewave.cloud.publisher import InvalidDocument, validate_document
+
+    answer: dict[str, Any] = {"ok": True, "reason": None,
+                              "highlighted": [str(highlight(p.query)) for p in parts.patterns]}
+    try:
+        text = configs.assemble(parts)
+    except configs.PartError as exc:
+        answer.update(ok=False, reason=exc.reason, part=exc.part, index=exc.index,
+                      pattern=parts.patterns[exc.index].name.strip() if exc.index is not None else None)
+        return answer
+    try:
+        validate_document(text, "trig")          # push-config's validation: the agent's check_config_document
+    except InvalidDocument as exc:
+        answer.update(ok=False, reason=str(exc), **configs.locate(str(exc), parts))
+    return answer
+
+
+async def validate_parts(request: Request) -> Response:
+    """Operator only: the parts an editor sends, assembled and checked as a push would check them (JSON)."""
+    too_large = _too_large(request)
+    if too_large:
+        return JSONResponse({"ok": False, "reason": too_large, "part": configs.DOCUMENT}, 413)
+    try:
+        form = await form_for(request, OPERATOR)
+    except HTTPException as exc:
+        return JSONResponse({"ok": False, "error": exc.detail}, exc.status_code)
+    try:
+        parts = configs.parts_from_form(form)
+    except configs.PartError as exc:
+        return JSONResponse({"ok": False, "reason": exc.reason, "part": exc.part}, 400)
+    return JSONResponse(await run_in_threadpool(check_parts, parts))
+
+
+def _diff(gateway: str, applied: int | None, found: tuple[str, str] | None, text: str) -> dict[str, Any]:
+    """The lines of the assembled ``text`` against the applied document, itself assembled from its parts
+    (so only what was edited differs); against nothing when no applied document is here."""
+    old, name = "", f"{gateway}: no applied document here"
+    if found is not None:
+        old, name = configs.canonical_document(found[0], found[1]), f"{gateway} version {applied} (applied)"
+    return {"lines": configs.diff_lines(old, text, name, f"{gateway} edited"), "against": applied if found else None}
+
+
+async def parts_diff(request: Request) -> Response:
+    """Operator only: the diff of the document the parts make against the gateway's applied one (a fragment)."""
+    too_large = _too_large(request)
+    if too_large:
+        raise HTTPException(413, too_large)
+    form = await form_for(request, OPERATOR)
+    with reader_of(request).query() as q:
+        gateway = _gateway(request, q)
+        applied = _applied_version(q, gateway)
+        found = configs.document(q, gateway, applied) if applied is not None else None
+
+    def diff() -> dict[str, Any]:
+        try:
+            text = configs.assemble(configs.parts_from_form(form))
+        except configs.PartError as exc:
+            return {"diff_error": exc.reason, "lines": []}
+        return _diff(gateway, applied, found, text)
+
+    return render(request, "_config_parts_diff.html", {"gateway": gateway, "applied": applied,
+                                                       **await run_in_threadpool(diff)})
+
+
+async def parts_push(request: Request) -> Response:
+    """Operator only: the document the parts make, validated, signed and pushed to the gateway as any
+    document is (validate_for_push, then push-config's code in the background)."""
+    too_large = _too_large(request)
+    if too_large:
+        raise HTTPException(413, too_large)
+    form = await form_for(request, OPERATOR)
+    user = current_user(request)
+    settings = _settings(request)
+    with reader_of(request).query() as q:
+        gateway = _gateway(request, q)
+        applied, shown, found = _source(q, gateway, None)
+    try:
+        parts = configs.parts_from_form(form)
+    except configs.PartError as exc:     # not the editor's form
+        raise HTTPException(400, exc.reason) from exc
+    error: dict[str, Any] | None = None
+    try:
+        text = (await run_in_threadpool(configs.assemble, parts)).encode()
+    except configs.PartError as exc:
+        error = {"reason": exc.reason, "part": exc.part, "index": exc.index}
+    else:
+        reason = await run_in_threadpool(validate_for_push, settings, [gateway], text, "trig")
+        if reason is not None:
+            error = {"reason": reason, **configs.locate(reason, parts)}
+    if error is not None:
+        log.warning("dashboard push refused user=%s gateways=%s reason=%r", user.name if user else "", gateway,
+                    error["reason"])
+        context = _parts_context(request, gateway, applied, shown, found)
+        context.update(parts=parts, error=error)
+        return render(request, "config_parts.html", context, 400)
+    job = start_push(settings, [gateway], text, "trig", user.name if user else "")
+    _, failed = await await_publishes(job)
+    return RedirectResponse(f"/gateways/{quote(gateway)}/config?{'failed' if failed else 'pushed'}=1",
+                            status_code=303)

@@ -88,6 +88,8 @@
     if (live) followLive(live);
     var alarms = document.getElementById("alarms-table");
     if (alarms) followAlarms(alarms);
+    var parts = document.getElementById("config-parts");
+    if (parts && parts.hasAttribute("data-validate")) editParts(parts);
   });
 
   function el(tag, text, cls) {
@@ -498,5 +500,100 @@
       clearTimeout(timer);
       timer = setTimeout(function () { if (plot) plot.setSize(size()); }, 150);
     });
+  }
+
+  // The configuration editor made of parts (config_parts.html): after each edit (400 ms without one) the
+  // parts go to /config/validate, which assembles the document and checks it as a push would, with the
+  // agent's own check; its reason is shown beside the part it concerns, and each query's highlighted
+  // preview (the server's highlighter) is replaced. Only the newest answer counts.
+  function editParts(form) {
+    var url = form.getAttribute("data-validate");
+    var status = form.querySelector(".parts-status");
+    var list = document.getElementById("pattern-parts");
+    var template = document.getElementById("pattern-part-template");
+    var timer = null, asked = 0;
+
+    function cards() { return list.querySelectorAll(".pattern-part"); }
+
+    function clear() {
+      form.querySelectorAll(".part-error").forEach(function (p) { p.hidden = true; p.textContent = ""; });
+      form.querySelectorAll(".invalid").forEach(function (e) { e.classList.remove("invalid"); });
+    }
+
+    function mark(box, reason) {
+      if (!box) return;
+      box.classList.add("invalid");
+      var p = box.querySelector(".part-error");
+      if (p) { p.textContent = reason; p.hidden = false; }
+    }
+
+    function show(answer) {
+      clear();
+      var all = cards();
+      (answer.highlighted || []).forEach(function (html, i) {
+        var preview = all[i] && all[i].querySelector(".query-preview");
+        if (preview) preview.innerHTML = html;   // escaped by the server's highlighter: spans around text
+      });
+      status.classList.toggle("error", !answer.ok);
+      status.classList.toggle("ok", !!answer.ok);
+      if (answer.ok) {
+        status.textContent = "Valid: the agent's check compiles this document.";
+        form.setAttribute("data-state", "valid");
+        return;
+      }
+      form.setAttribute("data-state", "invalid");
+      var reason = answer.reason || answer.error || "not valid";
+      if (answer.part === "pattern" && answer.index != null) {
+        mark(all[answer.index], reason);
+        status.textContent = "Not valid: pattern " + (answer.pattern || answer.index + 1) + ", below.";
+      } else if (answer.part && answer.part !== "document" && form.querySelector("[data-part=" + answer.part + "]")) {
+        mark(form.querySelector("[data-part=" + answer.part + "]"), reason);
+        status.textContent = "Not valid: the " + answer.part + " part, below.";
+      } else {
+        status.textContent = "Not valid: " + reason;
+      }
+    }
+
+    function validate() {
+      var mine = ++asked;
+      form.setAttribute("data-state", "checking");
+      fetch(url, { method: "POST", body: new URLSearchParams(new FormData(form)), credentials: "same-origin",
+                   headers: { "X-CSRF-Token": csrf() } })
+        .then(function (r) { return r.json(); })
+        .then(function (answer) { if (mine === asked) show(answer); })
+        .catch(function () {
+          if (mine !== asked) return;
+          status.textContent = "Could not check the document (is the dashboard reachable?).";
+          form.setAttribute("data-state", "unknown");
+        });
+    }
+
+    function later() {
+      var diff = document.getElementById("parts-diff");
+      if (diff) diff.textContent = "";     // the difference shown was of the parts before this edit
+      clearTimeout(timer);
+      timer = setTimeout(validate, 400);
+    }
+
+    form.addEventListener("input", function (evt) {
+      var card = evt.target.closest(".pattern-part");
+      if (card && evt.target.name === "pattern_name") {
+        card.querySelector("legend").textContent = evt.target.value || "New pattern";
+        card.setAttribute("data-pattern", evt.target.value);
+      }
+      later();
+    });
+    form.addEventListener("click", function (evt) {
+      if (evt.target.id === "add-pattern" && template) {
+        list.appendChild(template.content.cloneNode(true));
+        var added = cards()[cards().length - 1];
+        added.querySelector("input[name=pattern_name]").focus();
+        later();
+      } else if (evt.target.classList.contains("remove-pattern")) {
+        evt.target.closest(".pattern-part").remove();
+        later();
+      }
+    });
+    validate();
   }
 })();
