@@ -304,19 +304,21 @@ def locate(reason: str, parts: Parts) -> dict[str, Any]:
     """Which part the agent's ``reason`` concerns: {part, index (a pattern's card), pattern, field}.
 
     The check names a pattern by its ew:name (a parse error) or by the name its REGISTER gives
-    (``pattern fire cannot be compiled``, ``duplicate pattern name fire``); a name twice is the
-    later card's. Static data the engine refuses is the static part; anything else the document's."""
+    (``pattern fire cannot be compiled``, ``duplicate pattern name fire``); of several cards it could
+    be, the one the check reaches last (it goes by ew:name). Static data the engine refuses is the
+    static part; anything else the document's."""
     if reason.startswith("static data rejected"):
         return {"part": STATIC}
-    found = None
-    for names in ([p.name.strip() for p in parts.patterns], [_registered(p.query) for p in parts.patterns]):
-        for index, name in enumerate(names):
-            if name and re.search(_PATTERN_REFERENCE.format(re.escape(name)), reason):
-                found = index
-        if found is not None:
-            break
-    if found is None:
+
+    def named(name: str | None) -> bool:
+        return bool(name) and re.search(_PATTERN_REFERENCE.format(re.escape(name or "")), reason) is not None
+
+    by_label = reason.startswith("parse error in pattern ")
+    cards = [i for i, p in enumerate(parts.patterns)
+             if named(p.name.strip()) or (not by_label and named(_registered(p.query)))]
+    if not cards:
         return {"part": DOCUMENT}
+    found = max(cards, key=lambda i: (parts.patterns[i].name.strip(), i))
     field_name = "query"
     for key, said in (("title", "ew:title"), ("severity", "ew:severity"), ("message", "message")):
         if said in reason and not reason.startswith("parse error"):
