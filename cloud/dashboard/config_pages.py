@@ -368,13 +368,14 @@ def parts_page(request: Request) -> Response:
     return render(request, "config_parts.html", _parts_context(request, gateway, applied, shown, found))
 
 
-def _too_large(request: Request) -> str | None:
-    """Why a parts request is refused before its body is read: no length given, or one beyond the bound."""
+def _too_large(request: Request) -> tuple[int, str] | None:
+    """(status, why) a parts request is refused before its body is read: no length given (411), or one
+    beyond the bound (413); None when it may be read."""
     raw = request.headers.get("content-length", "")
     if not raw.isdigit():
-        return "the request must say its length"
+        return 411, "the request must say its length"
     if int(raw) > MAX_PARTS_REQUEST_BYTES:
-        return f"the parts are larger than {MAX_PARTS_REQUEST_BYTES // (1024 * 1024)} MiB"
+        return 413, f"the parts are larger than {MAX_PARTS_REQUEST_BYTES // (1024 * 1024)} MiB"
     return None
 
 
@@ -402,7 +403,7 @@ async def validate_parts(request: Request) -> Response:
     """Operator only: the parts an editor sends, assembled and checked as a push would check them (JSON)."""
     too_large = _too_large(request)
     if too_large:
-        return JSONResponse({"ok": False, "reason": too_large, "part": configs.DOCUMENT}, 413)
+        return JSONResponse({"ok": False, "reason": too_large[1], "part": configs.DOCUMENT}, too_large[0])
     try:
         form = await form_for(request, OPERATOR)
     except HTTPException as exc:
@@ -427,7 +428,7 @@ async def parts_diff(request: Request) -> Response:
     """Operator only: the diff of the document the parts make against the gateway's applied one (a fragment)."""
     too_large = _too_large(request)
     if too_large:
-        raise HTTPException(413, too_large)
+        raise HTTPException(*too_large)
     form = await form_for(request, OPERATOR)
     with reader_of(request).query() as q:
         gateway = _gateway(request, q)
@@ -450,7 +451,7 @@ async def parts_push(request: Request) -> Response:
     document is (validate_for_push, then push-config's code in the background)."""
     too_large = _too_large(request)
     if too_large:
-        raise HTTPException(413, too_large)
+        raise HTTPException(*too_large)
     form = await form_for(request, OPERATOR)
     user = current_user(request)
     settings = _settings(request)

@@ -188,6 +188,7 @@ def test_an_operator_breaks_a_pattern_sees_why_beside_it_fixes_it_diffs_and_push
         assert "?floor" in high.locator(".part-error").inner_text() and not reason.is_visible()
         high.locator("input[name=pattern_message]").fill("Level {level} in {room}")
         high.locator("input[name=pattern_title]").fill("High alarm")
+        high.locator("input[name=pattern_title]").press("Enter")     # Enter in a field does not push
         static = page.locator("textarea[name=static]")
         static.fill(static.input_value() + S2 + "\n")
         wait_state(page, "valid")
@@ -209,7 +210,7 @@ def test_an_operator_breaks_a_pattern_sees_why_beside_it_fixes_it_diffs_and_push
         assert any(S2 in line for line in added)
         assert 'ew:name "alarm-high"' in removed[0] and 'ew:title "Alarm"' in removed[0]
         assert "version 1 (applied)" in page.locator("#parts-diff-table tr.diff-file").first.inner_text()
-        assert pushes(rig) == [(1, "applied")]
+        assert pushes(rig) == [(1, "applied")] and page.url.endswith("/gateways/gw1/config/parts")
 
         # Pushed as push-config pushes: recorded, signed, applied by the agent.
         page.click("#push-parts")
