@@ -177,6 +177,13 @@ def test_an_operator_breaks_a_pattern_sees_why_beside_it_fixes_it_diffs_and_push
         assert (answer["ok"], answer["part"], answer["index"], answer["pattern"]) == (False, "pattern", 0, "alarm")
         assert answer["reason"] == reason.inner_text()
         assert pushes(rig) == [(1, "applied")]                       # nothing pushed meanwhile
+        # Pushing it anyway: the server refuses it with the same reason, beside the pattern; the edits stay.
+        page.click("#push-parts")
+        page.wait_for_selector("#push-error")
+        assert page.locator("#push-error").inner_text() == "Not pushed: " + answer["reason"]
+        assert "RSTREEM" in query_box.input_value() and reason.inner_text() == answer["reason"]
+        assert pushes(rig) == [(1, "applied")]
+        wait_state(page, "invalid")
 
         # Fixed; then a message naming a variable the pattern does not bind: its reason, beside it too.
         query_box.fill(ALARM)
@@ -210,7 +217,7 @@ def test_an_operator_breaks_a_pattern_sees_why_beside_it_fixes_it_diffs_and_push
         assert any(S2 in line for line in added)
         assert 'ew:name "alarm-high"' in removed[0] and 'ew:title "Alarm"' in removed[0]
         assert "version 1 (applied)" in page.locator("#parts-diff-table tr.diff-file").first.inner_text()
-        assert pushes(rig) == [(1, "applied")] and page.url.endswith("/gateways/gw1/config/parts")
+        assert pushes(rig) == [(1, "applied")] and "/gateways/gw1/config/parts" in page.url
 
         # Pushed as push-config pushes: recorded, signed, applied by the agent.
         page.click("#push-parts")
