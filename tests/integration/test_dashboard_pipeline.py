@@ -250,6 +250,7 @@ def test_an_acknowledged_alarm_stays_so_and_one_key_keeps_one_open_alarm(page, p
     row = page.locator(f"#alarms-table tbody tr[data-alarm-id='{alarm_id}'][data-count='{FIRST_MATCHES + 2}']")
     row.wait_for(timeout=5000)
     assert row.get_attribute("data-state") == "acknowledged"
+    assert "ex:alarm11" in row.locator(".message").inner_text()      # what the newest match says, updated live
     assert page.locator("#alarms-table tbody tr", has=page.locator(f".term[data-full='<{EX}room1>']")).count() == 1
     # The list as CSV, the same filters, times in the viewer's zone: the acknowledged alarm with its comment.
     export = page.request.get(page.locator("#alarms-csv").get_attribute("href") + "&tz=Asia/Kolkata")

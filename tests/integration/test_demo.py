@@ -121,7 +121,9 @@ def the_operator_reads_the_fire(url: str, password: str) -> None:
             exact = page.locator(".evidence-page ol.triples li code.raw-statement").all_inner_texts()
             assert any(t.endswith('"63.5"^^<http://www.w3.org/2001/XMLSchema#decimal> .') for t in exact), exact
             page.goto("/alarms")
-            page.locator("#alarms-table tbody tr", has_text="fire").first.wait_for(timeout=15_000)
+            fire = page.locator("#alarms-table tbody tr", has_text="Fire in room3: 71 °C, threshold 57 °C")
+            fire.wait_for(timeout=15_000)                  # its newest match: the second hot reading
+            assert fire.get_attribute("data-count") == "4"
             save_screenshot(page, "dashboard-alarms.png")
         finally:
             browser.close()

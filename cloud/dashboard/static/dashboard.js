@@ -278,7 +278,9 @@
       st.appendChild(el("span", a.state, "badge " + STATE_BADGE[a.state]));
       tr.appendChild(st);
       tr.appendChild(el("td", a.gateway));
-      tr.appendChild(el("td", a.pattern));
+      var what = el("td", a.pattern, "event");               // the pattern, then what its newest match says
+      if (a.message) what.appendChild(el("div", a.message, "message"));
+      tr.appendChild(what);
       var key = el("td", null, "value");
       (a.shown_key || []).forEach(function (k, i) {
         if (i) key.appendChild(el("br"));
