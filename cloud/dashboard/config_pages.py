@@ -37,7 +37,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from edgewave.cloud.settings import CloudSettings
 from edgewave.shared import clock
 
-from . import configs, queries
+from . import config_parts, configs, queries
 from .auth import OPERATOR, current_user, form_for
 from .highlight import highlight
 from .rendering import reader_of, render
@@ -343,10 +343,10 @@ def _parts_context(request: Request, gateway: str, applied: int | None, shown: i
                    found: tuple[str, str] | None, **extra: Any) -> dict[str, Any]:
     from edgewave.shared.configdoc import ConfigRejected
 
-    parts, split_error = configs.Parts(), None
+    parts, split_error = config_parts.Parts(), None
     if found is not None:
         try:
-            parts = configs.split_document(found[0], found[1])
+            parts = config_parts.split_document(found[0], found[1])
         except ConfigRejected as exc:
             split_error = exc.reason
     context = {"nav": "config", "gateway": gateway, "applied": applied, "shown": shown, "doc": found,
@@ -379,7 +379,7 @@ def _too_large(request: Request) -> tuple[int, str] | None:
     return None
 
 
-def check_parts(parts: configs.Parts) -> dict[str, Any]:
+def check_parts(parts: config_parts.Parts) -> dict[str, Any]:
     """What the agent would say of the document the parts make: {ok, reason, part, index, pattern, field},
     and each pattern's query highlighted (for the editor's preview)."""
     from edgewave.cloud.publisher import InvalidDocument, validate_document
@@ -387,15 +387,15 @@ def check_parts(parts: configs.Parts) -> dict[str, Any]:
     answer: dict[str, Any] = {"ok": True, "reason": None,
                               "highlighted": [str(highlight(p.query)) for p in parts.patterns]}
     try:
-        text = configs.assemble(parts)
-    except configs.PartError as exc:
+        text = config_parts.assemble(parts)
+    except config_parts.PartError as exc:
         answer.update(ok=False, reason=exc.reason, part=exc.part, index=exc.index,
                       pattern=parts.patterns[exc.index].name.strip() if exc.index is not None else None)
         return answer
     try:
         validate_document(text, "trig")          # push-config's validation: the agent's check_config_document
     except InvalidDocument as exc:
-        answer.update(ok=False, reason=str(exc), **configs.locate(str(exc), parts))
+        answer.update(ok=False, reason=str(exc), **config_parts.locate(str(exc), parts))
     return answer
 
 
@@ -403,14 +403,14 @@ async def validate_parts(request: Request) -> Response:
     """Operator only: the parts an editor sends, assembled and checked as a push would check them (JSON)."""
     too_large = _too_large(request)
     if too_large:
-        return JSONResponse({"ok": False, "reason": too_large[1], "part": configs.DOCUMENT}, too_large[0])
+        return JSONResponse({"ok": False, "reason": too_large[1], "part": config_parts.DOCUMENT}, too_large[0])
     try:
         form = await form_for(request, OPERATOR)
     except HTTPException as exc:
         return JSONResponse({"ok": False, "error": exc.detail}, exc.status_code)
     try:
-        parts = configs.parts_from_form(form)
-    except configs.PartError as exc:
+        parts = config_parts.parts_from_form(form)
+    except config_parts.PartError as exc:
         return JSONResponse({"ok": False, "reason": exc.reason, "part": exc.part}, 400)
     return JSONResponse(await run_in_threadpool(check_parts, parts))
 
@@ -420,7 +420,7 @@ def _diff(gateway: str, applied: int | None, found: tuple[str, str] | None, text
     (so only what was edited differs); against nothing when no applied document is here."""
     old, name = "", f"{gateway}: no applied document here"
     if found is not None:
-        old, name = configs.canonical_document(found[0], found[1]), f"{gateway} version {applied} (applied)"
+        old, name = config_parts.canonical_document(found[0], found[1]), f"{gateway} version {applied} (applied)"
     return {"lines": configs.diff_lines(old, text, name, f"{gateway} edited"), "against": applied if found else None}
 
 
@@ -437,8 +437,8 @@ async def parts_diff(request: Request) -> Response:
 
     def diff() -> dict[str, Any]:
         try:
-            text = configs.assemble(configs.parts_from_form(form))
-        except configs.PartError as exc:
+            text = config_parts.assemble(config_parts.parts_from_form(form))
+        except config_parts.PartError as exc:
             return {"diff_error": exc.reason, "lines": []}
         return _diff(gateway, applied, found, text)
 
@@ -459,18 +459,18 @@ async def parts_push(request: Request) -> Response:
         gateway = _gateway(request, q)
         applied, shown, found = _source(q, gateway, None)
     try:
-        parts = configs.parts_from_form(form)
-    except configs.PartError as exc:     # not the editor's form
+        parts = config_parts.parts_from_form(form)
+    except config_parts.PartError as exc:     # not the editor's form
         raise HTTPException(400, exc.reason) from exc
     error: dict[str, Any] | None = None
     try:
-        text = (await run_in_threadpool(configs.assemble, parts)).encode()
-    except configs.PartError as exc:
+        text = (await run_in_threadpool(config_parts.assemble, parts)).encode()
+    except config_parts.PartError as exc:
         error = {"reason": exc.reason, "part": exc.part, "index": exc.index}
     else:
         reason = await run_in_threadpool(validate_for_push, settings, [gateway], text, "trig")
         if reason is not None:
-            error = {"reason": reason, **configs.locate(reason, parts)}
+            error = {"reason": reason, **config_parts.locate(reason, parts)}
     if error is not None:
         log.warning("dashboard push refused user=%s gateways=%s reason=%r", user.name if user else "", gateway,
                     error["reason"])

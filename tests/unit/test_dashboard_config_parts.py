@@ -8,9 +8,9 @@ import pytest
 from starlette.datastructures import FormData
 
 from edgewave.agent.engine.config_check import check_config_document
-from edgewave.cloud.dashboard import configs
+from edgewave.cloud.dashboard import config_parts
 from edgewave.cloud.dashboard.config_pages import check_parts
-from edgewave.cloud.dashboard.configs import PartError, Parts, PatternPart
+from edgewave.cloud.dashboard.config_parts import PartError, Parts, PatternPart
 from edgewave.shared.alert_text import AlertText
 from edgewave.shared.configdoc import ConfigDocument, ConfigRejected, build_config_document, load_config_document
 
@@ -55,8 +55,8 @@ def same(a: ConfigDocument, b: ConfigDocument) -> None:
     they make) and significance rules."""
     assert a.patterns == b.patterns
     assert a.alerts == b.alerts
-    assert configs.triples_text(a.schema) == configs.triples_text(b.schema)
-    assert configs.triples_text(a.static) == configs.triples_text(b.static)
+    assert config_parts.triples_text(a.schema) == config_parts.triples_text(b.schema)
+    assert config_parts.triples_text(a.static) == config_parts.triples_text(b.static)
     assert a.significance == b.significance
     assert (a.version, a.reports) == (b.version, b.reports)
 
@@ -64,18 +64,18 @@ def same(a: ConfigDocument, b: ConfigDocument) -> None:
 @pytest.mark.parametrize("path", ["configs/gateway-config.trig"])
 def test_the_shipped_document_split_into_parts_and_built_again_says_the_same(path):
     text = (REPO / path).read_text()
-    parts = configs.split_document(text, "trig")
+    parts = config_parts.split_document(text, "trig")
     assert parts.unexpressed == []
     assert [p.name for p in parts.patterns] == sorted(load_config_document(text).patterns)
-    again = configs.assemble(parts)
+    again = config_parts.assemble(parts)
     same(load_config_document(text), load_config_document(again))
     check_config_document(again, "trig")                       # and the agent still compiles it
-    assert configs.assemble(configs.split_document(again, "trig")) == again   # one canonical form
+    assert config_parts.assemble(config_parts.split_document(again, "trig")) == again   # one canonical form
 
 
 def test_a_hand_written_document_round_trips_through_its_parts():
     original = load_config_document(HAND_WRITTEN)
-    parts = configs.split_document(HAND_WRITTEN, "trig")
+    parts = config_parts.split_document(HAND_WRITTEN, "trig")
     assert [(p.name, p.title, p.severity, p.message) for p in parts.patterns] == [
         ("fire", "Fire", "critical", "Fire in {room}: {t} °C"), ("smoke", "", "", "")]
     assert parts.schema == f"<{EX}AcmeThermometer> <http://www.w3.org/2000/01/rdf-schema#subClassOf> " \
@@ -84,9 +84,9 @@ def test_a_hand_written_document_round_trips_through_its_parts():
     assert '"Raum eins"@de' in parts.static and '"two\\nlines"' in parts.static
     assert "_:t0" in parts.static                              # the collection's nodes, named in order
     assert "ew:maxSilenceSeconds 600.0" in parts.significance
-    rebuilt = load_config_document(configs.assemble(parts))
+    rebuilt = load_config_document(config_parts.assemble(parts))
     same(original, rebuilt)
-    check_config_document(configs.assemble(parts), "trig")
+    check_config_document(config_parts.assemble(parts), "trig")
 
 
 def test_parts_built_by_hand_and_split_again_are_the_same_parts():
@@ -95,48 +95,48 @@ def test_parts_built_by_hand_and_split_again_are_the_same_parts():
                   static=f"<{EX}room1> <{EX}threshold> \"50\"^^<http://www.w3.org/2001/XMLSchema#integer> .\n",
                   significance="@prefix ew: <https://edgewave.dev/ns#> .\n"
                                "[ a ew:SignificanceRule ; ew:deadbandAbsolute 1 ] .")
-    text = configs.assemble(parts)
-    back = configs.split_document(text, "trig")
+    text = config_parts.assemble(parts)
+    back = config_parts.split_document(text, "trig")
     assert back.patterns == [PatternPart("fire", FIRE, "Fire", "", "Fire in {room}")]
     assert back.schema == f"<{EX}A> <http://www.w3.org/2000/01/rdf-schema#subClassOf> <{EX}B> .\n"  # Turtle in
     assert back.static == parts.static
-    assert configs.parse_significance(back.significance) == configs.parse_significance(parts.significance)
-    assert configs.assemble(back) == text
+    assert config_parts.parse_significance(back.significance) == config_parts.parse_significance(parts.significance)
+    assert config_parts.assemble(back) == text
 
 
 def test_a_document_with_what_the_parts_cannot_say_is_marked_and_its_diff_is_of_its_text():
     reported = HAND_WRITTEN.replace('ew:name "smoke" ;', 'ew:name "smoke" ; ew:report "every" ;') \
         .replace("ex:cfg a ew:GatewayConfig ;", "ex:cfg a ew:GatewayConfig ; ew:version 3 ;")
-    parts = configs.split_document(reported, "trig")
+    parts = config_parts.split_document(reported, "trig")
     assert parts.unexpressed == ["ew:report of pattern smoke", "ew:version 3"]
-    assert configs.canonical_document(reported, "trig") == reported
-    assert configs.canonical_document("not trig", "trig") == "not trig"
+    assert config_parts.canonical_document(reported, "trig") == reported
+    assert config_parts.canonical_document("not trig", "trig") == "not trig"
     with pytest.raises(ConfigRejected):
-        configs.split_document("not trig", "trig")
+        config_parts.split_document("not trig", "trig")
 
 
 def test_a_part_that_does_not_parse_is_named_with_its_line():
     with pytest.raises(PartError) as bad:
-        configs.assemble(Parts([], static=f"<{EX}a> <{EX}b> <{EX}c> .\n<{EX}a> <{EX}b> \"open .\n"))
+        config_parts.assemble(Parts([], static=f"<{EX}a> <{EX}b> <{EX}c> .\n<{EX}a> <{EX}b> \"open .\n"))
     assert bad.value.part == "static" and bad.value.reason.startswith("parse error at line 2")
     with pytest.raises(PartError) as bad:
-        configs.assemble(Parts([], schema="ex:a ex:b ex:c ."))         # an undeclared prefix
+        config_parts.assemble(Parts([], schema="ex:a ex:b ex:c ."))         # an undeclared prefix
     assert bad.value.part == "schema" and bad.value.reason.startswith("parse error")
     with pytest.raises(PartError) as bad:
-        configs.assemble(Parts([], significance='@prefix ew: <https://edgewave.dev/ns#> .\n'
+        config_parts.assemble(Parts([], significance='@prefix ew: <https://edgewave.dev/ns#> .\n'
                                                 '[ a ew:Pattern ; ew:name "x" ; ew:query "y" ] .'))
     assert bad.value.part == "significance" and "ew:SignificanceRule nodes only" in bad.value.reason
     with pytest.raises(PartError) as bad:
-        configs.assemble(Parts([], significance="[ a ew:SignificanceRule ] ."))     # no @prefix ew:
+        config_parts.assemble(Parts([], significance="[ a ew:SignificanceRule ] ."))     # no @prefix ew:
     assert bad.value.part == "significance" and bad.value.reason.startswith("parse error")
     with pytest.raises(PartError) as bad:
-        configs.assemble(Parts([], static="[" * 40 + "]" * 40))
+        config_parts.assemble(Parts([], static="[" * 40 + "]" * 40))
     assert bad.value.part == "static" and "nested too deeply" in bad.value.reason
     with pytest.raises(PartError) as bad:
-        configs.assemble(Parts([PatternPart("fire", FIRE), PatternPart(" ", SMOKE)]))
+        config_parts.assemble(Parts([PatternPart("fire", FIRE), PatternPart(" ", SMOKE)]))
     assert (bad.value.part, bad.value.index) == ("pattern", 1)
     with pytest.raises(PartError) as bad:
-        configs.assemble(Parts([PatternPart("fire", "  \n")]))
+        config_parts.assemble(Parts([PatternPart("fire", "  \n")]))
     assert (bad.value.part, bad.value.index, bad.value.reason) == ("pattern", 0, "pattern fire has no query")
 
 
@@ -146,7 +146,7 @@ def test_the_agents_reason_is_placed_beside_the_part_it_concerns():
         assert len(got["highlighted"]) == len(parts.patterns)
         if not got["ok"]:   # the very reason the agent's check gives for the document the parts make
             with pytest.raises(ConfigRejected) as agent:
-                check_config_document(configs.assemble(parts), "trig")
+                check_config_document(config_parts.assemble(parts), "trig")
             assert got["reason"] == agent.value.reason
         return got
 
@@ -167,11 +167,11 @@ def test_the_agents_reason_is_placed_beside_the_part_it_concerns():
     # A pattern named apart from what its REGISTER says is found by either name; the engine refusing the
     # static data is the static part's; anything else the document's.
     blaze = Parts([smoke, PatternPart("blaze", FIRE)])
-    assert configs.locate("pattern fire cannot be compiled: no", blaze)["index"] == 1
-    assert configs.locate("parse error in pattern blaze at line 1 column 1: no", blaze)["index"] == 1
-    assert configs.locate("pattern smoke-2: no", blaze) == {"part": "document"}
-    assert configs.locate("static data rejected by the engine: no", blaze) == {"part": "static"}
-    assert configs.locate("document too large: 300000 bytes (at most 262144)", blaze) == {"part": "document"}
+    assert config_parts.locate("pattern fire cannot be compiled: no", blaze)["index"] == 1
+    assert config_parts.locate("parse error in pattern blaze at line 1 column 1: no", blaze)["index"] == 1
+    assert config_parts.locate("pattern smoke-2: no", blaze) == {"part": "document"}
+    assert config_parts.locate("static data rejected by the engine: no", blaze) == {"part": "static"}
+    assert config_parts.locate("document too large: 300000 bytes (at most 262144)", blaze) == {"part": "document"}
 
 
 def test_the_form_gives_the_parts_in_page_order_with_lf_line_ends():
@@ -180,16 +180,16 @@ def test_the_form_gives_the_parts_in_page_order_with_lf_line_ends():
                      ("pattern_name", "a"), ("pattern_query", "Q2"), ("pattern_title", "T"),
                      ("pattern_severity", "info"), ("pattern_message", "m"),
                      ("schema", "s\r\n"), ("static", ""), ("csrf_token", "x")])
-    parts = configs.parts_from_form(form)
+    parts = config_parts.parts_from_form(form)
     assert parts.patterns == [PatternPart("b", "Q1\nx"), PatternPart("a", "Q2", "T", "info", "m")]
     assert (parts.schema, parts.static, parts.significance) == ("s\n", "", "")
     with pytest.raises(PartError) as bad:
-        configs.parts_from_form(FormData([("pattern_name", "a"), ("pattern_query", "Q")]))
+        config_parts.parts_from_form(FormData([("pattern_name", "a"), ("pattern_query", "Q")]))
     assert bad.value.part == "document"
 
 
 def test_build_config_document_is_what_assembles_the_parts():
     """The editor writes what make-config writes for the same parts, so documents from either diff cleanly."""
     parts = Parts([PatternPart("smoke", SMOKE), PatternPart("fire", FIRE, "Fire")])
-    assert configs.assemble(parts) == build_config_document([("fire", FIRE), ("smoke", SMOKE)], [], [], [],
+    assert config_parts.assemble(parts) == build_config_document([("fire", FIRE), ("smoke", SMOKE)], [], [], [],
                                                             {"fire": AlertText("Fire")})
