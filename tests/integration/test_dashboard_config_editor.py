@@ -23,7 +23,7 @@ import pytest
 from agent_harness import ALARM, KEY, AgentProcess
 from broker_process import MosquittoBroker
 from cloud_harness import CloudProcess, query, wait_for, write_config
-from dashboard_data import PASSWORDS, ROLES, free_port, wait_until_serving
+from dashboard_data import PASSWORDS, ROLES, free_port, save_screenshot, wait_until_serving
 from edgewave.cloud.dashboard.auth import hash_password
 from edgewave.shared.configdoc import load_config_document
 
@@ -169,6 +169,7 @@ def test_an_operator_breaks_a_pattern_sees_why_beside_it_fixes_it_diffs_and_push
         assert reason.is_visible() and reason.inner_text().startswith("parse error in pattern alarm at line")
         assert "invalid" in alarm.get_attribute("class")
         assert not card(page, "alarm-high").locator(".part-error").is_visible()
+        save_screenshot(page, "dashboard-config-parts.png")
         # The validation endpoint says what push-config would say of the document the parts make.
         answer = page.request.post("/config/validate", form={
             "csrf_token": page.locator("body").get_attribute("data-csrf"), "pattern_name": "alarm",
