@@ -5,13 +5,15 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import shutil
 import socket
 import time
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import yaml
 
@@ -194,3 +196,20 @@ def save_screenshot(page: Any, name: str) -> None:
     if os.environ.get("EDGEWAVE_UPDATE_SCREENSHOTS") == "1":
         (REPO / "docs" / "images").mkdir(parents=True, exist_ok=True)
         (REPO / "docs" / "images" / name).write_bytes(png)
+
+
+CHROMIUM = os.environ.get("EDGEWAVE_CHROMIUM", "/usr/bin/chromium")
+
+
+@contextmanager
+def chromium() -> Iterator[Any]:
+    """Debian's chromium driven by Playwright (Playwright's own browser download cannot run here)."""
+    import playwright.sync_api as playwright_sync   # a dev dependency
+
+    with playwright_sync.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium"),
+                                    args=["--no-sandbox", "--disable-dev-shm-usage"])
+        try:
+            yield browser
+        finally:
+            browser.close()

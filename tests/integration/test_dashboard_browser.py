@@ -11,9 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
-import shutil
 import sqlite3
 import time
 from pathlib import Path
@@ -25,12 +23,10 @@ import pytest
 from cloud_harness import CloudProcess, landing_record
 from edgewave.cloud.live_feed import LiveFeedWriter
 from edgewave.shared.events import instance_events, match_event, rows_dicts, significant_event
-from dashboard_data import PASSWORDS, KnownData, fill_known_database, free_port, save_screenshot, \
+from dashboard_data import PASSWORDS, KnownData, chromium, fill_known_database, free_port, save_screenshot, \
     wait_until_serving, write_dashboard_config
 
-import playwright.sync_api as playwright_sync  # noqa: E402  (a dev dependency)
 
-CHROMIUM = os.environ.get("EDGEWAVE_CHROMIUM", "/usr/bin/chromium")
 REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -57,11 +53,8 @@ def dashboard(tmp_path_factory) -> Iterator[Dashboard]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    with playwright_sync.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium"),
-                                     args=["--no-sandbox", "--disable-dev-shm-usage"])
-        yield chromium
-        chromium.close()
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.fixture

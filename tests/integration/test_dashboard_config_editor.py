@@ -9,9 +9,7 @@ by the agent. A viewer sees the parts read-only and gets 403 from the validation
 """
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -23,13 +21,11 @@ import pytest
 from agent_harness import ALARM, KEY, AgentProcess
 from broker_process import MosquittoBroker
 from cloud_harness import CloudProcess, query, wait_for, write_config
-from dashboard_data import PASSWORDS, ROLES, free_port, save_screenshot, wait_until_serving
+from dashboard_data import PASSWORDS, ROLES, chromium, free_port, save_screenshot, wait_until_serving
 from edgewave.cloud.dashboard.auth import hash_password
 from edgewave.shared.configdoc import load_config_document
 
-import playwright.sync_api as playwright_sync  # noqa: E402  (a dev dependency)
 
-CHROMIUM = os.environ.get("EDGEWAVE_CHROMIUM", "/usr/bin/chromium")
 EX = "http://example.org/"
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -96,11 +92,8 @@ def rig(tmp_path_factory) -> Iterator[Rig]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    with playwright_sync.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium"),
-                                     args=["--no-sandbox", "--disable-dev-shm-usage"])
-        yield chromium
-        chromium.close()
+    with chromium() as launched:
+        yield launched
 
 
 def logged_in(browser, rig: Rig, name: str):

@@ -10,8 +10,6 @@ id that is not an event id is no link.
 """
 from __future__ import annotations
 
-import os
-import shutil
 import sqlite3
 import time
 from datetime import datetime
@@ -26,13 +24,11 @@ import pytest
 import yaml
 
 from cloud_harness import CloudProcess, landing_record, wait_for
-from dashboard_data import PASSWORDS, free_port, wait_until_serving, write_dashboard_config
+from dashboard_data import PASSWORDS, chromium, free_port, wait_until_serving, write_dashboard_config
 from edgewave.cloud.live_feed import LiveFeedWriter
 from edgewave.shared.events import match_event
 
-import playwright.sync_api as playwright_sync  # noqa: E402  (a dev dependency)
 
-CHROMIUM = os.environ.get("EDGEWAVE_CHROMIUM", "/usr/bin/chromium")
 EX = "http://example.org/gw1/"
 ZONE = "Europe/Berlin"
 MINUTE = 60_000
@@ -123,11 +119,8 @@ def dashboard(tmp_path_factory) -> Iterator[Dashboard]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    with playwright_sync.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium"),
-                                     args=["--no-sandbox", "--disable-dev-shm-usage"])
-        yield chromium
-        chromium.close()
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.fixture
