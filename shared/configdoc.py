@@ -161,6 +161,8 @@ class ConfigDocument:
     schema: list[tuple[str, str, str]] = field(default_factory=list)
     static: list[tuple[str, str, str]] = field(default_factory=list)
     significance: list[SignificanceRule] = field(default_factory=list)
+    # The triples of the ew:mappings graph: RML mappings of sensor payloads (docs/mappings.md).
+    mappings: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -235,9 +237,11 @@ def _read_document(dataset: rdflib.Dataset) -> ConfigDocument:
     config_graph = rdflib.Graph()
     schema_graph = rdflib.Graph()
     static_graph = rdflib.Graph()
+    mappings_graph = rdflib.Graph()
     config_name = URIRef(vocab.iri(vocab.EW_CONFIG_GRAPH))
     schema_name = URIRef(vocab.iri(vocab.EW_SCHEMA_GRAPH))
     static_name = URIRef(vocab.iri(vocab.EW_STATIC_GRAPH))
+    mappings_name = URIRef(vocab.iri(vocab.EW_MAPPINGS_GRAPH))
     config_preds = {URIRef(vocab.iri(p)) for p in (
         vocab.EW_HAS_PATTERN, vocab.EW_NAME, vocab.EW_QUERY, vocab.EW_TITLE, vocab.EW_SEVERITY, vocab.EW_MESSAGE,
         vocab.EW_REPORT, vocab.EW_VERSION, vocab.EW_SIGNIFICANCE,
@@ -257,6 +261,8 @@ def _read_document(dataset: rdflib.Dataset) -> ConfigDocument:
             schema_graph.add((s, p, o))
         elif name == static_name:
             static_graph.add((s, p, o))
+        elif name == mappings_name:
+            mappings_graph.add((s, p, o))
         elif p in config_preds or (p == rdf_type and o in config_types):
             config_graph.add((s, p, o))
         elif p in schema_preds or (p == rdf_type and o in schema_types):
@@ -264,7 +270,8 @@ def _read_document(dataset: rdflib.Dataset) -> ConfigDocument:
         else:
             static_graph.add((s, p, o))
 
-    doc = ConfigDocument(schema=_to_ntriples(schema_graph), static=_to_ntriples(static_graph))
+    doc = ConfigDocument(schema=_to_ntriples(schema_graph), static=_to_ntriples(static_graph),
+                         mappings=_to_ntriples(mappings_graph))
     ew = rdflib.Namespace(vocab.EW_NS)
     for node in config_graph.subjects(rdf_type, ew.GatewayConfig):
         version = config_graph.value(node, ew.version)
@@ -367,14 +374,16 @@ def _long_string(text: str) -> str:
 def build_config_document(patterns: Mapping[str, str] | Iterable[tuple[str, str]],
                           schema: list[tuple[str, str, str]], static: list[tuple[str, str, str]],
                           significance: list[SignificanceRule] = (),
-                          alerts: Mapping[str, AlertText] | None = None) -> str:
+                          alerts: Mapping[str, AlertText] | None = None,
+                          mappings: list[tuple[str, str, str]] = ()) -> str:
     """A TriG config document from its parts, the inverse of load_config_document.
 
     Operators keep patterns (.rq), schema (Turtle) and site data (N-Triples) as separate
     files; this assembles what a gateway receives. ``patterns`` may also be (name, text)
     pairs, written as given, so a name that comes twice stays in the document for the
     check to refuse rather than one of its patterns being dropped. ``alerts``: the alert
-    text of patterns, by name.
+    text of patterns, by name. ``mappings``: the RML mappings of sensor payloads, as
+    triples (the ``ew:mappings`` graph, written only when there are some).
     """
     def graph(name: str, triples: list[tuple[str, str, str]]) -> str:
         body = "".join(f"  {s} {p} {o} .\n" for s, p, o in triples)
@@ -397,4 +406,5 @@ def build_config_document(patterns: Mapping[str, str] | Iterable[tuple[str, str]
         items.append(f"    ew:significance [ {' ; '.join(parts)} ]")
     config = "<urn:edgewave:config> a ew:GatewayConfig" + "".join(f" ;\n{item}" for item in items) + " .\n"
     return (f"@prefix ew: <{vocab.EW_NS}> .\n\n"
-            f"ew:config {{\n{config}}}\n\n" + graph("schema", schema) + "\n" + graph("static", static))
+            f"ew:config {{\n{config}}}\n\n" + graph("schema", schema) + "\n" + graph("static", static)
+            + ("\n" + graph("mappings", list(mappings)) if mappings else ""))

@@ -58,6 +58,57 @@ def parse_sensor_topic(topic: str) -> tuple[str, str]:
     return parts[2], parts[3]
 
 
+MAX_FILTER_LENGTH = 1024          # far beyond any real device's topic; MQTT allows 65,535 bytes
+
+
+def check_topic_filter(text: str) -> str:
+    """``text`` if it is an MQTT topic filter a gateway may subscribe to for sensor payloads.
+
+    The MQTT 5 rules ('#' only as the whole last level, '+' only as a whole level, no NUL,
+    not empty), and two of ours: no '$' topics (the broker's own), and nothing that could
+    match a topic of ``ew/in/#`` (N-Triples input, which needs no mapping)."""
+    if not isinstance(text, str) or not text or len(text.encode("utf-8", "surrogatepass")) > MAX_FILTER_LENGTH:
+        raise TopicError(f"topic filter must be 1 to {MAX_FILTER_LENGTH} bytes, got {text!r:.80}")
+    if "\x00" in text:
+        raise TopicError(f"topic filter {text!r:.80} holds a NUL character")
+    levels = text.split("/")
+    for number, level in enumerate(levels, 1):
+        if "#" in level and (level != "#" or number != len(levels)):
+            raise TopicError(f"topic filter {text!r}: '#' must be a whole level, the last one")
+        if "+" in level and level != "+":
+            raise TopicError(f"topic filter {text!r}: '+' must be a whole level")
+    if text.startswith("$"):
+        raise TopicError(f"topic filter {text!r}: '$' topics are the broker's own")
+    if filters_overlap(text, ALL_SENSOR_INPUT):
+        raise TopicError(f"topic filter {text!r} can match {ALL_SENSOR_INPUT}, the N-Triples input, "
+                         "which needs no mapping")
+    return text
+
+
+def topic_matches(topic_filter: str, topic: str) -> bool:
+    """Whether ``topic`` (no wildcards) is one the filter subscribes to."""
+    return filters_overlap(topic_filter, topic)
+
+
+def filters_overlap(first: str, second: str) -> bool:
+    """Whether some topic matches both filters (a topic is a filter without wildcards).
+
+    A message on such a topic would reach a client once per matching subscription, so a
+    gateway's mappings must not overlap: each message has one mapping."""
+    a, b = first.split("/"), second.split("/")
+    for index in range(max(len(a), len(b))):
+        x = a[index] if index < len(a) else None
+        y = b[index] if index < len(b) else None
+        if x == "#" or y == "#":
+            # '#' also matches the parent level: "a/#" matches "a"
+            return True
+        if x is None or y is None:
+            return False
+        if x != y and x != "+" and y != "+":
+            return False
+    return True
+
+
 def gateway_from_topic(topic: str) -> str:
     """The gateway id of any ``ew/<gateway>/...`` cloud topic."""
     parts = topic.split("/")
