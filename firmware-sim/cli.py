@@ -2,9 +2,10 @@
 
     edgewave-sim run    --config configs/sim.yaml [--scenario S.yaml] [--broker host:port]
                         [--speed 1|10|max] [--duration S] [--gateway gw1] [--gateways N] [--rate R]
+                        [--format ntriples|senml|zigbee2mqtt|tasmota|esphome]
                         [--username U --password-file F] [--tls-ca CA --tls-cert C --tls-key K]
     edgewave-sim record --config configs/sim.yaml [--scenario S.yaml] --out run.tsv [--truth truth.jsonl]
-                        [--instance-truth instances.jsonl]
+                        [--instance-truth instances.jsonl] [--format ...]
     edgewave-sim replay run.tsv [--speed 1|10|max] [--broker host:port | --stdout] [credentials, TLS as run]
     edgewave-sim static --config configs/sim.yaml [--gateway gw1] [--out site.nt]
     edgewave-sim import uci-occupancy datatest.txt --out occupancy.tsv [--static occ.nt] [--limit N]
@@ -31,6 +32,7 @@ from .clock import Pacer, parse_speed
 from .config import SensorBrokerSettings, SettingsError, TlsSettings, load_config
 from .datasets import DATASETS, ConversionStats, DatasetError, convert, static_triples
 from .fleet import Message, build_sites
+from .payload_formats import FORMATS
 from .publisher import MqttSink, SinkError, StdoutSink
 from .recording import read_messages, write_messages
 from .scenario import ScenarioError, load_scenario
@@ -73,6 +75,9 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--rate", type=float, help="load test: every sensor reports this many messages/s")
         p.add_argument("--duration", type=float, help="seconds of sim time (default: scenario's, then config's)")
         p.add_argument("--seed", type=int, help="override the config's seed")
+        p.add_argument("--format", choices=list(FORMATS), dest="payload_format",
+                       help="payload format the sensors publish (default: the config's format, ntriples); "
+                            "the readings and ground truth are the same in every format")
 
     run = sub.add_parser("run", parents=[common], help="publish simulated observations to MQTT (or stdout) in sim time")
     fleet_options(run)
@@ -139,7 +144,8 @@ def _simulation(args: argparse.Namespace, keep_readings: bool) -> Simulation:
     seed = args.seed
     if seed is None and scenario is not None and scenario.seed is not None:
         seed = int(scenario.seed)
-    config = load_config(args.config, gateways=args.gateways, rate=args.rate, seed=seed)
+    config = load_config(args.config, gateways=args.gateways, rate=args.rate, seed=seed,
+                         payload_format=args.payload_format)
     sim = Simulation(config, scenario, args.gateway, args.duration, keep_readings)
     if getattr(args, "forever", False):
         sim.duration_s = None
@@ -200,6 +206,22 @@ def _broker_options(args: argparse.Namespace, broker: SensorBrokerSettings) -> S
     return dataclasses.replace(broker, **changes)
 
 
+def _warn_shared_device_topics(sim: Simulation, brokers: dict[str, SensorBrokerSettings]) -> None:
+    """Device topics name no gateway (a real site has a broker per gateway), so gateways sharing
+    one broker publish the same device on the same topic: say so rather than let it puzzle."""
+    if sim.config.format == "ntriples":
+        return
+    by_broker: dict[tuple[str, int], list[str]] = {}
+    for site in sim.sites:
+        broker = brokers[site.gateway]
+        by_broker.setdefault((broker.host, broker.port), []).append(site.gateway)
+    for (host, port), gateways in by_broker.items():
+        if len(gateways) > 1:
+            log.warning("device_topics_shared format=%s broker=%s:%d gateways=%s (device topics name no gateway: "
+                        "give each gateway its own broker, or run one --gateway)", sim.config.format, host, port,
+                        ",".join(gateways))
+
+
 def _write_truths(args: argparse.Namespace, sim: Simulation) -> None:
     if args.truth:
         with open(args.truth, "w", encoding="utf-8") as fh:
@@ -222,9 +244,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         brokers = {gw.id: _broker_options(args, gw.broker) for gw in sim.config.gateways}
         sink = MqttSink(brokers, paced=args.speed is not None)
+        _warn_shared_device_topics(sim, brokers)
     sensors = sum(len(site.sensors) for site in sim.sites)
-    log.info("run_start gateways=%d sensors=%d duration_s=%s speed=%s scenario=%s", len(sim.sites), sensors,
-             sim.duration_s, args.speed or "max", sim.scenario.name if sim.scenario else None)
+    log.info("run_start gateways=%d sensors=%d duration_s=%s speed=%s format=%s scenario=%s", len(sim.sites),
+             sensors, sim.duration_s, args.speed or "max", sim.config.format,
+             sim.scenario.name if sim.scenario else None)
     _install_sigterm()
     _realtime(args)
     began = time.monotonic()

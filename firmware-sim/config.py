@@ -81,6 +81,7 @@ class SimConfig:
     periods: dict[str, float]
     gateways: tuple[GatewaySettings, ...]
     broker: SensorBrokerSettings
+    format: str = "ntriples"      # payload format of the messages (payload_formats.py)
     source: str = "<defaults>"
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -133,22 +134,31 @@ def _site(template: dict[str, Any], overrides: dict[str, Any], where: str) -> di
     return site
 
 
-KNOWN_KEYS = ("seed", "start", "duration_s", "rate_per_sensor", "sensors", "broker", "site", "gateways")
+KNOWN_KEYS = ("seed", "start", "duration_s", "rate_per_sensor", "format", "sensors", "broker", "site", "gateways")
 
 
 def load_config(path: str | Path | None = None, *, gateways: int | None = None,
-                rate: float | None = None, seed: int | None = None) -> SimConfig:
+                rate: float | None = None, seed: int | None = None, payload_format: str | None = None) -> SimConfig:
     """Read a sim config (None: the built-in defaults); the flags override the file."""
     if path is None:
-        return _config({}, "<defaults>", gateways, rate, seed)
+        return _config({}, "<defaults>", gateways, rate, seed, payload_format)
     raw = read_yaml(path) or {}
     try:
-        return _config(raw, str(path), gateways, rate, seed)
+        return _config(raw, str(path), gateways, rate, seed, payload_format)
     except SettingsError as exc:
         raise exc.in_file(path) from None
 
 
-def _config(raw: Any, source: str, gateways: int | None, rate: float | None, seed: int | None) -> SimConfig:
+def _payload_format(value: Any) -> str:
+    from .payload_formats import FORMATS   # payload_formats builds on fleet, which imports this module
+
+    if value not in FORMATS:
+        raise SettingsError(f"format: {value!r} is not a payload format; known: {', '.join(FORMATS)}")
+    return str(value)
+
+
+def _config(raw: Any, source: str, gateways: int | None, rate: float | None, seed: int | None,
+            payload_format: str | None = None) -> SimConfig:
     if not isinstance(raw, dict):
         raise SettingsError("expected a mapping at the top level")
     check_keys(raw, KNOWN_KEYS)
@@ -197,6 +207,7 @@ def _config(raw: Any, source: str, gateways: int | None, rate: float | None, see
         periods=periods,
         gateways=tuple(built),
         broker=broker,
+        format=_payload_format(payload_format if payload_format is not None else raw.get("format", "ntriples")),
         source=source,
         raw=raw,
     )

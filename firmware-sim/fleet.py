@@ -21,15 +21,20 @@ from .site import SensorSpec, Site, build_site
 
 @dataclass(frozen=True)
 class Message:
-    """One MQTT message: one observation event (several N-Triples lines) on one topic."""
+    """One MQTT message: one observation event (several N-Triples lines) on one topic, or,
+    in a device payload format (payload_formats.py), the device's own payload as ``body``
+    with no lines."""
 
     ms: int
     gateway: str
     topic: str
     lines: tuple[str, ...]
+    body: bytes | None = None
 
     @property
     def payload(self) -> bytes:
+        if self.body is not None:
+            return self.body
         return ("\n".join(self.lines) + "\n").encode("utf-8")
 
 

@@ -19,7 +19,7 @@ from edgewave.shared.mqtt_client import MQTT_V311, new_client
 
 from .config import SensorBrokerSettings
 from .fleet import Message
-from .recording import header
+from .recording import message_text
 
 log = logging.getLogger("edgewave.firmware_sim.publisher")
 
@@ -29,7 +29,7 @@ class SinkError(RuntimeError):
 
 
 class StdoutSink:
-    """Writes messages as a recording (header + lines) to a text stream."""
+    """Writes messages as a recording (header + lines, or a payload line) to a text stream."""
 
     def __init__(self, out: IO[str] | None = None) -> None:
         self.out = out or sys.stdout
@@ -41,9 +41,7 @@ class StdoutSink:
 
     def send(self, message: Message) -> None:
         out = self.out
-        out.write(header(message) + "\n")
-        for line in message.lines:
-            out.write(f"{message.ms}\t{line}\n")
+        out.write(message_text(message))
         out.flush()
         self.sent += 1
 
@@ -88,7 +86,8 @@ class _Connection:
             self.client.loop(timeout=0.05)
         if not self.connected:
             self.client.disconnect()
-            raise SinkError(f"MQTT broker {broker.host}:{broker.port} did not accept {name} within {connect_timeout_s} s")
+            raise SinkError(f"MQTT broker {broker.host}:{broker.port} did not accept {name} "
+                            f"within {connect_timeout_s} s")
 
     def _on_socket_open(self, client, userdata, sock) -> None:
         # Paced messages must leave when published: without TCP_NODELAY, Nagle's algorithm

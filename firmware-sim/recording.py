@@ -1,17 +1,23 @@
 """Recorded streams with their MQTT messages: the recorded-stream line format plus a header comment.
 
 A recorded stream is ``<milliseconds>\\t<N-Triples statement>`` per line (docs/ARCHITECTURE.md,
-``edgewave.shared.recorded``, whose ``parse_recorded_line`` reads each line here too). To replay it to MQTT exactly as it was published, each
-message is preceded by one comment line naming its topic, gateway and line count::
+``edgewave.shared.recorded``, whose ``parse_recorded_line`` reads each line here too). To
+replay it to MQTT exactly as it was published, each message is preceded by one comment
+line naming its topic, gateway and line count::
 
     # ew:message topic=ew/in/building/gw1-room3-smoke gateway=gw1 lines=6
     1767600120000\\t<http://example.org/gw1/obs/room3-smoke/1767600120000> <...#type> <...> .
     ...
 
+A message in a device payload format (payload_formats.py: JSON, ESPHome's text) is one
+comment line holding its time and its payload, which is a single line of UTF-8::
+
+    # ew:payload topic=zigbee2mqtt/room3-temperature gateway=gw1 ms=1767600128000 {"temperature":63.5,...}
+
 Readers of the plain format (``read_recorded``, ``edgewave match``) skip comment lines,
-so a recording is an ordinary recorded stream. A file without headers (recorded
-elsewhere, or converted by hand) replays too: consecutive lines with the same timestamp
-form one message on a default topic.
+so a recording is an ordinary recorded stream (of the N-Triples messages it holds). A
+file without headers (recorded elsewhere, or converted by hand) replays too: consecutive
+lines with the same timestamp form one message on a default topic.
 """
 from __future__ import annotations
 
@@ -28,6 +34,8 @@ log = logging.getLogger("edgewave.firmware_sim.recording")
 
 HEADER_PREFIX = "# ew:message "
 _HEADER = re.compile(r"^# ew:message topic=(\S+) gateway=(\S*) lines=(\d+)\s*$")
+PAYLOAD_PREFIX = "# ew:payload "
+_PAYLOAD = re.compile(r"^# ew:payload topic=(\S+) gateway=(\S*) ms=(\d{1,18}) (.+)$")
 DEFAULT_TOPIC = "ew/in/replay/recorded"
 
 
@@ -42,6 +50,17 @@ def header(message: Message) -> str:
     return f"{HEADER_PREFIX}topic={message.topic} gateway={message.gateway} lines={len(message.lines)}"
 
 
+def message_text(message: Message) -> str:
+    """A message as it stands in a recording: header and lines, or the one payload line."""
+    if message.body is not None:
+        text = message.body.decode("utf-8")
+        if not text or "\n" in text or "\r" in text:
+            raise ValueError(f"payload on {message.topic} is not one non-empty line: it cannot be recorded")
+        return f"{PAYLOAD_PREFIX}topic={message.topic} gateway={message.gateway} ms={message.ms} {text}\n"
+    prefix = f"{message.ms}\t"
+    return header(message) + "\n" + "".join(prefix + line + "\n" for line in message.lines)
+
+
 def write_messages(fh: IO[str], messages: Iterable[Message]) -> tuple[int, int]:
     """Write messages as a recorded stream with headers; returns (messages, lines)."""
     n_messages = n_lines = 0
@@ -50,10 +69,7 @@ def write_messages(fh: IO[str], messages: Iterable[Message]) -> tuple[int, int]:
         if message.ms < last:
             raise ValueError(f"message at {message.ms} ms after one at {last} ms: recordings are time-ordered")
         last = message.ms
-        fh.write(header(message) + "\n")
-        prefix = f"{message.ms}\t"
-        for line in message.lines:
-            fh.write(prefix + line + "\n")
+        fh.write(message_text(message))
         n_messages += 1
         n_lines += len(message.lines)
     return n_messages, n_lines
@@ -93,6 +109,21 @@ def parse_messages(lines: Iterable[str], *, default_topic: str = DEFAULT_TOPIC,
 
     for line_no, raw in enumerate(lines, 1):
         line = raw.rstrip("\r\n")
+        if line.startswith(PAYLOAD_PREFIX):
+            m = _PAYLOAD.match(line)
+            body = _utf8(m.group(4)) if m else None
+            if body is None:
+                problem(f"{source}:{line_no}: malformed payload line {line[:80]!r}")
+                continue
+            ms = int(m.group(3))
+            if ms < last_ms:
+                problem(f"{source}:{line_no}: timestamp {ms} is before {last_ms}; timestamps must not decrease")
+                continue
+            last_ms = ms
+            yield from flush()
+            current, current_ms, pending = [], None, None
+            yield Message(ms, m.group(2), m.group(1), (), body)
+            continue
         if line.startswith(HEADER_PREFIX):
             m = _HEADER.match(line)
             if not m or len(m.group(3)) > len(str(MAX_HEADER_LINES)) or int(m.group(3)) > MAX_HEADER_LINES:
@@ -134,3 +165,11 @@ def parse_messages(lines: Iterable[str], *, default_topic: str = DEFAULT_TOPIC,
                 yield from flush()
                 current, current_ms = [], None
     yield from flush()
+
+
+def _utf8(text: str) -> bytes | None:
+    """``text`` as UTF-8, None when it holds bytes that were not (kept as lone surrogates)."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None

@@ -2,7 +2,8 @@
 
 ``record`` and ``run`` are the same simulation sent to different places (a file at full
 speed, a broker at the sim clock's pace), so what was recorded is what would have been
-published.
+published. The config's payload ``format`` only changes how each reading is written
+(payload_formats.py): the readings, and so the ground truth, are the same in every format.
 """
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from dataclasses import dataclass, field
 from typing import IO, Iterator
 
 from .config import SimConfig
-from .fleet import Message, build_sites, fleet_readings, to_message
+from .fleet import Message, build_sites, fleet_readings
 from .observation import Reading
+from .payload_formats import encoder
 from .scenario import Injection, Scenario, inject
 from .site import Site
 from .truth import ExpectedInstance, ExpectedMatch, background_hazards, ground_truth, instance_truth, \
@@ -48,6 +50,7 @@ class Simulation:
     def messages(self) -> Iterator[Message]:
         """The run's messages in time order (lazily; an endless run when duration is None)."""
         keep = self.keep_readings
+        to_message = encoder(self.config.format)
         for reading in fleet_readings(self.config, self.sites, duration_s=self.duration_s,
                                       injected=self.injection.readings, pauses=self.injection.pauses):
             if keep:

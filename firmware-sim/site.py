@@ -102,7 +102,8 @@ class Site:
             (self.building, vocab.RDF_TYPE, domain.BUILDING),
             (self.building, vocab.RDFS_LABEL, make_literal(f"residence of gateway {gw}")),
             (self.building, domain.ARMED, make_literal("true" if self.armed else "false", vocab.XSD_BOOLEAN)),
-            (self.building, domain.FIRE_TEMPERATURE_THRESHOLD, make_literal(_num(self.fire_temperature_threshold), dec)),
+            (self.building, domain.FIRE_TEMPERATURE_THRESHOLD,
+             make_literal(_num(self.fire_temperature_threshold), dec)),
         ]
         for room in self.rooms.values():
             t.append((room, vocab.RDF_TYPE, domain.ROOM))
