@@ -166,10 +166,13 @@ def test_recorded_observations_are_valid_sosa(tmp_path: Path) -> None:
 
 
 class Subscriber:
-    """A real MQTT subscriber on ew/in/#, recording (arrival time, topic, payload)."""
+    """A real MQTT subscriber on ew/in/# (or ``topic``), recording (arrival time, topic, payload);
+    ``messages`` keeps paho's messages themselves (raw payload, QoS, retain flag)."""
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, topic: str = "ew/in/#", qos: int = 0) -> None:
         self.received: list[tuple[float, str, str]] = []
+        self.messages: list[mqtt.MQTTMessage] = []
+        self.topic, self.qos = topic, qos
         self._subscribed = threading.Event()
         self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"sim-test-{time.monotonic_ns()}")
         self.network_tid: int | None = None  # native id of paho's network thread
@@ -182,9 +185,10 @@ class Subscriber:
 
     def _on_connect(self, client, userdata, flags, reason_code, properties) -> None:
         self.network_tid = threading.get_native_id()
-        client.subscribe("ew/in/#", qos=0)
+        client.subscribe(self.topic, qos=self.qos)
 
     def _on_message(self, client, userdata, msg) -> None:
+        self.messages.append(msg)
         self.received.append((time.monotonic(), msg.topic, msg.payload.decode("utf-8")))
 
     def wait_for(self, count: int, timeout_s: float) -> None:
@@ -205,7 +209,8 @@ def test_published_observations_are_valid_sosa_and_equal_the_recording(mqtt_brok
 
     sub = Subscriber(mqtt_broker.host, mqtt_broker.port)
     try:
-        run = subprocess.run(SIM + ["run", *args, "--speed", "max", "--broker", f"{mqtt_broker.host}:{mqtt_broker.port}"],
+        run = subprocess.run(SIM + ["run", *args, "--speed", "max",
+                                    "--broker", f"{mqtt_broker.host}:{mqtt_broker.port}"],
                              capture_output=True, text=True, timeout=120)
         assert run.returncode == 0, run.stderr
         sub.wait_for(len(expected), 30)
