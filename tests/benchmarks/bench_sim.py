@@ -2,7 +2,8 @@
 
 Figures (all against a real Mosquitto on loopback, started here):
   baseline   raw paho publishes of prebuilt payloads of the same size, one connection
-  generate   the simulator's stream alone (state machines + N-Triples encoding), no I/O
+  generate   the simulator's stream alone (state machines + N-Triples encoding), no I/O;
+             also per payload format (--format senml, zigbee2mqtt, tasmota, esphome)
   publish    the simulator at --speed max to the broker, 20 connections (one per gateway)
   real time  the simulator at --speed 1 for the 1,000 msg/s load; a subscriber counts arrivals
   replay     `edgewave-sim replay --speed 1 --realtime` of a recorded run: how far each message's
@@ -41,8 +42,9 @@ from edgewave.firmware_sim.simulation import Simulation  # noqa: E402
 GATEWAYS, RATE = 20, 1.0
 
 
-def simulation(seconds: float) -> Simulation:
-    return Simulation(load_config(None, gateways=GATEWAYS, rate=RATE), duration_s=seconds)
+def simulation(seconds: float, payload_format: str = "ntriples") -> Simulation:
+    return Simulation(load_config(None, gateways=GATEWAYS, rate=RATE, payload_format=payload_format),
+                      duration_s=seconds)
 
 
 class Counter:
@@ -72,8 +74,8 @@ class Counter:
         self.client.loop_stop()
 
 
-def bench_generate(seconds: float) -> tuple[int, float, list]:
-    sim = simulation(seconds)
+def bench_generate(seconds: float, payload_format: str = "ntriples") -> tuple[int, float, list]:
+    sim = simulation(seconds, payload_format)
     began = time.perf_counter()
     messages = list(sim.messages())
     return len(messages), time.perf_counter() - began, messages
@@ -176,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     n, elapsed, messages = bench_generate(gen_seconds)
     gen_rate = n / elapsed
     print(f"generate : {n} messages ({gen_seconds:.0f} s of sim time) in {elapsed:.2f} s = {gen_rate:,.0f} msg/s")
+    for fmt in ("senml", "zigbee2mqtt", "tasmota", "esphome"):
+        n_fmt, elapsed_fmt, _ = bench_generate(gen_seconds / 4, fmt)
+        print(f"           --format {fmt}: {n_fmt / elapsed_fmt:,.0f} msg/s")
 
     with tempfile.TemporaryDirectory() as tmp:
         broker = MosquittoBroker(Path(tmp) / "broker").start()
