@@ -4,7 +4,8 @@ The first byte picks what the rest is:
 
 - ``R``: a recording (``read_messages``, header comments and recorded lines); its
   documented behaviour is to raise nothing: bad lines are skipped and described in
-  ``errors``, and every message it yields holds only lines that parse;
+  ``errors``, and every message it yields holds only lines that parse, or (a device
+  payload, ``# ew:payload`` line) a non-empty UTF-8 payload and no lines;
 - ``O`` / ``A``: a CSV file for ``convert("uci-occupancy" | "uci-airquality", path)``,
   documented error ``DatasetError``.
 """
@@ -32,6 +33,10 @@ def _one(data: bytes) -> None:
     if mode == "R":
         errors: list[str] = []
         for message in read_messages(path, errors=errors):
+            if message.body is not None:
+                assert not message.lines and message.body, message
+                message.body.decode("utf-8")  # publishable as recorded
+                continue
             assert message.lines and all(parse_line(line) is not None for line in message.lines), message
             "\n".join(message.lines).encode("utf-8")  # publishable: text that is UTF-8
         return

@@ -483,7 +483,8 @@ def test_a_signed_envelope_verifies_as_written(gateway: str, version: int, docum
 
 RECORDING = ["# ew:message topic=ew/in/building/gw1-room3-smoke gateway=gw1 lines=2",
              f"1767600120000\t<{EX}a> <{EX}b> <{EX}c> .", f"1767600120000\t<{EX}a> <{EX}b> \"d\" .",
-             f"1767600121000\t<{EX}a> <{EX}b> \"e\"@en ."]
+             f"1767600121000\t<{EX}a> <{EX}b> \"e\"@en .",
+             '# ew:payload topic=zigbee2mqtt/room3-smoke gateway=gw1 ms=1767600122000 {"smoke":true,"battery":97}']
 HEADER_PIECES = st.sampled_from(["# ew:message topic=t gateway=g lines=" + "9" * 5000,
                                  "# ew:message topic=t gateway=g lines=99999999999999999999",
                                  "# ew:message topic=t gateway= lines=0", "# ew:message "])
@@ -495,6 +496,9 @@ HEADER_PIECES = st.sampled_from(["# ew:message topic=t gateway=g lines=" + "9" *
 def test_a_recording_yields_only_publishable_messages_and_lists_its_problems(lines: list[str]) -> None:
     errors: list[str] = []
     for message in parse_messages(lines, errors=errors):
+        if message.body is not None:   # a device payload: no lines, a non-empty UTF-8 payload
+            assert not message.lines and message.body.decode("utf-8")
+            continue
         assert message.lines and all(parse_line(line) is not None for line in message.lines)
         "\n".join(message.lines).encode("utf-8")  # what the simulator publishes is UTF-8
 
