@@ -51,3 +51,22 @@ def test_run_publishes_the_format_to_a_broker(mqtt_broker, tmp_path: Path, fmt: 
     assert any(t.startswith("ew/in/health/gw1-") for t in topics)      # vital signs stay N-Triples
     assert any(t.startswith("ew/in/location/gw1-") for t in topics)
     assert any(t.startswith("ew/in/building/") for t in topics) == (fmt == "tasmota")
+
+
+def test_a_recording_in_a_device_format_replays_byte_for_byte(mqtt_broker, tmp_path: Path) -> None:
+    recording = tmp_path / "tasmota.tsv"
+    subprocess.run(SIM + ["--log-level", "WARNING", "record", "--config", str(CONFIG), "--gateway", "gw1",
+                          "--duration", "30", "--format", "tasmota", "--out", str(recording)], check=True)
+    expected = [m for m in Simulation(load_config(CONFIG, payload_format="tasmota"), gateways=["gw1"],
+                                      duration_s=30.0).messages()]
+    sub = Subscriber(mqtt_broker.host, mqtt_broker.port, topic="#", qos=1)
+    try:
+        done = subprocess.run(SIM + ["replay", str(recording), "--speed", "max",
+                                     "--broker", f"{mqtt_broker.host}:{mqtt_broker.port}"],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        sub.wait_for(len(expected), timeout_s=30)
+    finally:
+        sub.close()
+    assert [(m.topic, m.payload) for m in sub.messages] == [(m.topic, m.payload) for m in expected]
+    assert any(m.topic.startswith("tele/") for m in sub.messages)

@@ -214,3 +214,19 @@ def test_an_unknown_format_is_a_usage_error(capsys) -> None:
         main(["run", "--format", "xml", "--stdout"])
     assert exc.value.code == 2
     assert "--format" in capsys.readouterr().err
+
+
+def test_run_warns_when_gateways_share_a_broker_in_a_device_format(caplog) -> None:
+    from edgewave.firmware_sim.cli import _warn_shared_device_topics
+
+    for fmt, warned in (("zigbee2mqtt", True), ("ntriples", False)):
+        config = load_config(CONFIG, payload_format=fmt)
+        sim = Simulation(config, duration_s=1)
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="edgewave.firmware_sim"):
+            _warn_shared_device_topics(sim, {gw.id: gw.broker for gw in config.gateways})
+        assert ("device_topics_shared" in caplog.text) == warned, fmt
+    one = Simulation(load_config(CONFIG, payload_format="senml"), gateways=["gw1"], duration_s=1)
+    caplog.clear()
+    _warn_shared_device_topics(one, {gw.id: gw.broker for gw in one.config.gateways})
+    assert "device_topics_shared" not in caplog.text
