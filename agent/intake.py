@@ -1,7 +1,9 @@
 """Sensor input: from an MQTT message to the triples of one event, or a counted rejection.
 
 A message on ``ew/in/<stream>/<sensor>`` is one event (docs/ARCHITECTURE.md): one or more
-N-Triples lines. It is accepted whole or not at all — feeding half an event to the
+N-Triples lines. A message on any other topic is a device's own payload (JSON, SenML,
+plain text), turned into triples by the config document's mapping whose topic filter it
+matches (agent/mapping/, docs/mappings.md). Either is accepted whole or not at all — feeding half an event to the
 engine could complete a pattern the sensor never reported. Rejections are counted by
 reason and logged at most once per sensor per minute (the line says how many were
 suppressed since), so a sensor stuck in a loop of bad output cannot flood the log or
@@ -18,12 +20,15 @@ import logging
 import re
 from dataclasses import dataclass
 from itertools import accumulate, islice
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from edgewave.agent.config import AgentSettings
 from edgewave.shared import ntriples
 from edgewave.shared.log_limit import LogLimiter
-from edgewave.shared.topics import TopicError, parse_sensor_topic
+from edgewave.shared.topics import SENSOR_PREFIX, TopicError, parse_sensor_topic, topic_matches
+
+if TYPE_CHECKING:
+    from edgewave.agent.mapping import CompiledMapping
 
 log = logging.getLogger("edgewave.agent.intake")
 
@@ -36,7 +41,13 @@ UNKNOWN_STREAM = "unknown_stream"       # the topic's stream segment maps to no 
 QUOTED_TOO_DEEP = "quoted_too_deep"     # << >> nested beyond input.max_quoted_depth
 TOO_MANY_TRIPLES = "too_many_triples"   # more than input.max_triples_per_message statements
 DECODER_ERROR = "decoder_error"         # decoding raised something no rule above expected
-REASONS = (MALFORMED, OVERSIZED, UNKNOWN_STREAM, QUOTED_TOO_DEEP, TOO_MANY_TRIPLES, DECODER_ERROR)
+UNMAPPED_TOPIC = "unmapped_topic"       # not ew/in/..., and no mapping's topic filter matches it
+REASONS = (MALFORMED, OVERSIZED, UNKNOWN_STREAM, QUOTED_TOO_DEEP, TOO_MANY_TRIPLES, DECODER_ERROR, UNMAPPED_TOPIC)
+# A payload its mapping refused is counted as ``payload_rejected`` and, per mapping and the
+# mapping's reason (agent/mapping/ REASONS), as ``payload_rejected.<mapping>.<reason>``.
+PAYLOAD_REJECTED = "payload_rejected"
+_NTRIPLES_TOPICS = SENSOR_PREFIX + "/"
+_MAX_ROUTES = 10000                     # topics whose mapping is remembered
 
 # In N-Triples, '<<' and '>>' outside literals and IRIs are quoted-triple brackets, and a
 # '#' there starts a comment. Unrolled loops: linear even on a line that never closes.
@@ -78,9 +89,15 @@ class SensorEvent:
 
 @dataclass(frozen=True)
 class Rejection:
-    reason: str          # one of REASONS
+    reason: str          # one of REASONS, or a mapping's reason when ``mapping`` is set
     sensor: str
     detail: str
+    mapping: str | None = None     # the mapping that refused the payload
+
+    @property
+    def counter(self) -> str:
+        """The status counter of this rejection (besides ``payload_rejected`` for a mapping's)."""
+        return self.reason if self.mapping is None else f"{PAYLOAD_REJECTED}.{self.mapping}.{self.reason}"
 
 
 class Intake:
@@ -93,6 +110,23 @@ class Intake:
         self.max_triples = settings.input.max_triples_per_message
         self.limiter = limiter or LogLimiter()
         self._stream_terms: dict[str, str | None] = {}
+        self.mappings: tuple[CompiledMapping, ...] = ()
+        self._routes: dict[str, CompiledMapping | None] = {}
+
+    def set_mappings(self, mappings: Sequence[CompiledMapping]) -> None:
+        """The payload mappings of the applied config document (their filters do not overlap)."""
+        self.mappings = tuple(mappings)
+        self._routes = {}
+
+    def route(self, topic: str) -> CompiledMapping | None:
+        """The mapping whose topic filter matches ``topic``, if any."""
+        try:
+            return self._routes[topic]
+        except KeyError:
+            found = next((m for m in self.mappings if topic_matches(m.topic_filter, topic)), None)
+            if len(self._routes) < _MAX_ROUTES:
+                self._routes[topic] = found
+            return found
 
     def stream_term(self, segment: str) -> str | None:
         term = self._stream_terms.get(segment, "")
@@ -114,6 +148,8 @@ class Intake:
             return self._reject(DECODER_ERROR, topic.rsplit("/", 1)[-1], f"{type(exc).__name__}: {exc}")
 
     def _decode(self, topic: str, payload: bytes, arrival_ms: int) -> SensorEvent | Rejection:
+        if not topic.startswith(_NTRIPLES_TOPICS):
+            return self._map(topic, payload, arrival_ms)
         try:
             segment, sensor = parse_sensor_topic(topic)
         except TopicError as exc:
@@ -145,10 +181,29 @@ class Intake:
             return self._reject(MALFORMED, sensor, "no triples in message")
         return SensorEvent(stream, sensor, triples, arrival_ms, len(payload))
 
-    def _reject(self, reason: str, sensor: str, detail: str) -> Rejection:
+    def _map(self, topic: str, payload: bytes, arrival_ms: int) -> SensorEvent | Rejection:
+        """A device's payload through the mapping its topic routes to."""
+        from edgewave.agent.mapping import PayloadRejected   # loaded with the first mapping
+
+        mapping = self.route(topic)
+        if mapping is None:
+            return self._reject(UNMAPPED_TOPIC, topic, "no mapping's topic filter matches this topic")
+        if len(payload) > self.max_bytes:
+            return self._reject(OVERSIZED, topic, f"{len(payload)} bytes > limit {self.max_bytes}")
+        try:
+            triples = mapping.map(payload, topic, arrival_ms)
+        except PayloadRejected as exc:
+            return self._reject(exc.reason, topic, str(exc), mapping.name)
+        if len(triples) > self.max_triples:
+            return self._reject(TOO_MANY_TRIPLES, topic, f"mapping {mapping.name} made {len(triples)} statements "
+                                f"> limit {self.max_triples}")
+        return SensorEvent(mapping.stream, topic, triples, arrival_ms, len(payload))
+
+    def _reject(self, reason: str, sensor: str, detail: str, mapping: str | None = None) -> Rejection:
         key = sensor
         if self.limiter.allow(key):
             suppressed = self.limiter.suppressed.pop(key, 0)
-            log.warning("input rejected reason=%s sensor=%s detail=%r suppressed_since_last=%d",
-                        reason, sensor[:100], detail[:200], suppressed)
-        return Rejection(reason, sensor, detail)
+            said = "" if mapping is None else f" mapping={mapping}"
+            log.warning("input rejected reason=%s%s sensor=%s detail=%r suppressed_since_last=%d",
+                        reason, said, sensor[:100], detail[:200], suppressed)
+        return Rejection(reason, sensor, detail, mapping)

@@ -8,13 +8,15 @@
   persistent and a sensor message is acknowledged only once handled (its events are in
   the outbox), so one the agent had not handled when it died is delivered again when it
   comes back; the broker sends at most ``input.queue_max`` unacknowledged messages
-  (MQTT 5 Receive Maximum), which bounds the agent's queue.
+  (MQTT 5 Receive Maximum), which bounds the agent's queue. Subscribed to ``ew/in/#``
+  (N-Triples) and to the topic filter of each payload mapping the applied config document
+  holds (``sensor_subscriptions``; changed with the document).
 
 Both run on one ``NetworkLoop`` (network_loop.py).
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from edgewave.agent.config import LANDED_OFF, AgentSettings
 from edgewave.agent.mqtt_link import MessageHandler, MqttLink
@@ -23,6 +25,9 @@ from edgewave.agent.status import encode_status, status_document
 from edgewave.shared import topics
 from edgewave.shared.mosquitto_files import gateway_cloud_client_id
 from edgewave.shared.mqtt_client import Will
+
+if TYPE_CHECKING:
+    from edgewave.agent.reconfigure import CompiledConfig
 
 
 def cloud_link(settings: AgentSettings, loop: NetworkLoop, on_message: MessageHandler,
@@ -41,11 +46,18 @@ def cloud_link(settings: AgentSettings, loop: NetworkLoop, on_message: MessageHa
                     loop=loop)
 
 
-def local_link(settings: AgentSettings, loop: NetworkLoop, on_message: MessageHandler) -> MqttLink:
-    """The connection to the sensors' broker, every sensor topic subscribed."""
+def sensor_subscriptions(settings: AgentSettings, config: CompiledConfig | None) -> list[tuple[str, int]]:
+    """What the local link subscribes to: N-Triples input and each mapping's topic filter."""
+    qos = settings.input.qos
+    return [(topics.ALL_SENSOR_INPUT, qos)] + [(m.topic_filter, qos) for m in (config.mappings if config else ())]
+
+
+def local_link(settings: AgentSettings, loop: NetworkLoop, on_message: MessageHandler,
+               config: CompiledConfig | None = None) -> MqttLink:
+    """The connection to the sensors' broker, every sensor topic of ``config`` subscribed."""
     s, gw = settings, settings.gateway
     keep = s.local.session_expiry_s > 0
     return MqttLink("local", s.local, s.reconnect, client_id=s.local.client_id or f"edgewave-{gw}-local",
                     persistent=keep, ack_after_handling=keep,
                     receive_maximum=s.input.queue_max if keep else None,
-                    subscriptions=[(topics.ALL_SENSOR_INPUT, s.input.qos)], on_message=on_message, loop=loop)
+                    subscriptions=sensor_subscriptions(s, config), on_message=on_message, loop=loop)

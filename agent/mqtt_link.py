@@ -215,6 +215,30 @@ class MqttLink:
         self._next_attempt = time.monotonic() + delay
         return delay
 
+    def set_subscriptions(self, subscriptions: list[tuple[str, int]]) -> None:
+        """Subscribe to these (topic filter, QoS) from now on, dropping the others; any thread.
+
+        Renewed on every connect as before; when connected, the difference is sent at once
+        (a persistent session keeps a removed filter's subscription until it is unsubscribed)."""
+        wanted = list(subscriptions)
+
+        def change() -> None:
+            old = dict(self.subscriptions)
+            self.subscriptions = wanted
+            if not self.connected.is_set():
+                return
+            gone = [topic for topic in old if topic not in dict(wanted)]
+            if gone:
+                self.client.unsubscribe(gone)
+            for topic, qos in wanted:
+                if old.get(topic) != qos:
+                    self.client.subscribe(topic, qos=qos)
+
+        if self.loop.in_loop():
+            change()
+        else:
+            self.loop.call_soon(change)
+
     def drop_unacknowledged(self) -> int:
         """Forget the QoS 1/2 messages paho holds unacknowledged, so it does not publish them
         again after a reconnect (for a caller that re-sends them itself); how many there were."""

@@ -27,13 +27,12 @@ from edgewave.agent.config import AgentSettings
 from edgewave.agent.engine import Engine, Match
 from edgewave.agent.engine.absence import AbsenceMatch
 from edgewave.agent.instance_queries import InstanceQueries
-from edgewave.agent.intake import Intake, Rejection, SensorEvent
+from edgewave.agent.intake import PAYLOAD_REJECTED, Intake, Rejection, SensorEvent
 from edgewave.agent.mqtt_link import Ack
 from edgewave.agent.reconfigure import CompiledConfig, ConfigChange, apply_difference, build_engine
 from edgewave.agent.significance import FORWARD, SignificanceFilter, extract_observations
 from edgewave.agent.status import Counters
 from edgewave.shared.events import match_event, match_event_id, significant_event
-from edgewave.shared.topics import TopicError, parse_sensor_topic
 
 IDLE_ADVANCE_MS = 500          # with no sensor message for this long, stream time moves on by the clock
 
@@ -90,7 +89,9 @@ class Pipeline:
         acks = () if ack is None else (ack,)
         accepted = self.intake.decode(topic, payload, arrival_ms)
         if isinstance(accepted, Rejection):
-            counters.add(accepted.reason)
+            counters.add(accepted.counter)
+            if accepted.mapping is not None:
+                counters.add(PAYLOAD_REJECTED)
             return Handled((), acks, None)
         triples = accepted.triples
         counters.add("triples", len(triples))
@@ -132,13 +133,10 @@ class Pipeline:
                 self.counters.add(decision)
 
     # -- restart ------------------------------------------------------------------------------
-    def stream_of(self, topic: str) -> str | None:
-        """The stream a message on ``topic`` enters on, as intake maps it (None: no mapping)."""
-        try:
-            segment, _ = parse_sensor_topic(topic)
-        except TopicError:
-            return None
-        return self.intake.stream_term(segment)
+    def decode_again(self, topic: str, payload: bytes, arrival_ms: int) -> SensorEvent | Rejection:
+        """What a message that entered the engine before a restart enters again (the window
+        journal's replay): the same intake, settings and mappings as then, and no counting."""
+        return self.intake.decode(topic, payload, arrival_ms)
 
     def replay(self, messages: Sequence[tuple[int, str, Sequence[tuple[str, str, str]]]]) -> int:
         """Push what entered the engine before a restart, ``(arrival_ms, stream, triples)`` in
@@ -191,6 +189,7 @@ class Pipeline:
     def rebuild(self, config: CompiledConfig | None) -> None:
         """A fresh engine and filter rules for ``config`` (start-up, or after a failed swap)."""
         self.engine = build_engine(config, self.settings)
+        self.intake.set_mappings(config.mappings if config else ())
         self.instances.rebuild(config)
         self.significance.set_rules(config.significance if config else [])
         self.read_engine_counters()
@@ -207,5 +206,6 @@ class Pipeline:
         finally:
             engine.on_match = None
         self.instances.reconfigure(old, new)
+        self.intake.set_mappings(new.mappings)
         self.significance.set_rules(new.significance)
         return change, self.match_events(completed, _now_ms())

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from edgewave.agent.config import AgentSettings
 from edgewave.agent.engine import Engine, Match, parse_query
@@ -35,6 +35,9 @@ from edgewave.shared import clock
 from edgewave.shared.bounded_json import load_json
 from edgewave.shared.configdoc import (ENVELOPE_MAX_DEPTH, LONG_MAX, REJECTION_KINDS, ConfigRejected,
                                        DocumentLimits, SignificanceRule, verify_envelope)
+
+if TYPE_CHECKING:
+    from edgewave.agent.mapping import CompiledMapping
 
 Triple = tuple[str, str, str]
 
@@ -74,6 +77,8 @@ class CompiledConfig:
     schema: frozenset[Triple] = frozenset()
     static: frozenset[Triple] = frozenset()
     significance: list[SignificanceRule] = field(default_factory=list)
+    # The payload mappings (agent/mapping/), compiled; the local link subscribes to their filters.
+    mappings: tuple[CompiledMapping, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -103,7 +108,7 @@ def compile_document(version: int, fmt: str, text: str, settings: AgentSettings,
     return CompiledConfig(version=version, format=fmt, document=text, patterns=checked.patterns,
                           instance_queries=checked.instance_queries, reports=checked.reports,
                           schema=frozenset(doc.schema), static=frozenset(doc.static),
-                          significance=list(doc.significance))
+                          significance=list(doc.significance), mappings=checked.mappings)
 
 
 def build_engine(config: CompiledConfig | None, settings: AgentSettings,

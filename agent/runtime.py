@@ -47,7 +47,7 @@ from edgewave.agent.agent_clock import CLOCK
 from edgewave.agent.config import AgentSettings
 from edgewave.agent.config_apply import ConfigApplier
 from edgewave.agent.config_store import ConfigStore
-from edgewave.agent.links import cloud_link, local_link
+from edgewave.agent.links import cloud_link, local_link, sensor_subscriptions
 from edgewave.agent.mqtt_link import Ack, MqttLink
 from edgewave.agent.network_loop import NetworkLoop
 from edgewave.agent.outbox import Outbox
@@ -145,7 +145,8 @@ class Agent:
         reporter = self.reporter = StatusReporter(s, self.counters, pipeline=self.pipeline, configs=self.configs,
                                                   writer=self.writer, uplink=self.uplink, cloud=self.cloud,
                                                   requested=self._status_requested, started_ms=self._started_ms)
-        self.local = local_link(s, network, self._on_sensor_message)   # its session: see links.py
+        self.local = local_link(s, network, self._on_sensor_message,    # its session: see links.py
+                                self.configs.applied)
         self._spawn("engine", self._work_loop)
         self._spawn("status", lambda: reporter.run(self._stopping, self._housekeeping))
         for part in (self.uplink, self.cloud, self.local):
@@ -337,6 +338,8 @@ class Agent:
             events = configs.apply_pushed(item.payload) if isinstance(item, ConfigDocument) else configs.reload()
         finally:
             journal.follow(configs.applied, self.pipeline.engine)
+            if self.local is not None:        # the mappings' topic filters follow the document
+                self.local.set_subscriptions(sensor_subscriptions(self.settings, configs.applied))
         self._to_uplink(writer.write(events, None))
 
     def _to_uplink(self, fresh: list[tuple[int, bytes]]) -> None:

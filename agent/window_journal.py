@@ -69,7 +69,7 @@ import zstandard
 
 from edgewave.agent.agent_clock import CLOCK, AgentClock
 from edgewave.agent.engine import parse_query
-from edgewave.shared import ntriples
+from edgewave.agent.intake import Rejection
 
 if TYPE_CHECKING:
     from edgewave.agent.config import AgentSettings
@@ -433,21 +433,20 @@ class WindowJournal:
             if not (isinstance(seq, int) and isinstance(arrival, int) and isinstance(boot, int)
                     and isinstance(topic, str) and isinstance(payload, bytes)):
                 raise Discarded(f"row {seq!r} has columns of the wrong type")
-            stream = pipeline.stream_of(topic)
-            if stream is None:
-                raise Discarded(f"row {seq}'s topic {topic!r} names no stream of these settings")
             if arrival < last_arrival:
                 raise Discarded(f"row {seq} goes back in time ({arrival} < {last_arrival})")
             last_arrival = arrival
-            errors: list = []
             try:
                 payload = self._packer.unpack(payload)
-                triples = list(ntriples.parse_lines(payload.decode("utf-8").split("\n"), errors=errors))
-            except (zstandard.ZstdError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+            except (zstandard.ZstdError, ValueError) as exc:
                 raise Discarded(f"row {seq} does not decode: {exc}") from None
-            if errors or not triples:
-                raise Discarded(f"row {seq} does not decode: {errors[0] if errors else 'no statement'}")
-            decoded.append((seq, arrival, stream, message_digest(topic, payload), triples, len(payload)))
+            # The same intake as when it arrived (N-Triples, or the mapping of its topic): the
+            # journal is kept for one config version (``_check``), so the same mappings.
+            entered = pipeline.decode_again(topic, payload, arrival)
+            if isinstance(entered, Rejection):
+                raise Discarded(f"row {seq} does not decode: {entered.reason}: {entered.detail}")
+            decoded.append((seq, arrival, entered.stream, message_digest(topic, payload), list(entered.triples),
+                            len(payload)))
         wall, boot_now = self.clock.wall_ms(), self.clock.boot_ms()
         last_boot = rows[-1][2]
         same_boot = bool(meta.get("boot_id")) and meta.get("boot_id") == self.clock.boot_id

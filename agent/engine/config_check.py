@@ -16,16 +16,20 @@ version the envelope carries (``version``), its document limits and whether it e
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from edgewave.shared.alert_text import AlertText, TemplateError, check_alert_text
 from edgewave.shared.configdoc import ConfigDocument, ConfigRejected, DocumentLimits, load_config_document
+from edgewave.shared.topics import TopicError, check_topic_filter, filters_overlap
 
 from .engine import Engine
 from .per_instance.front import InstanceQuery, parse_for_evaluation
 from .per_instance.reporting import DEFAULT_POLICY, ReportPolicy
 from .query import QuerySyntaxError
 from .steps import stream_key
+
+if TYPE_CHECKING:
+    from edgewave.agent.mapping import CompiledMapping
 
 DEFAULT_LIMITS = DocumentLimits()
 
@@ -40,6 +44,8 @@ class CheckedDocument:
     # The patterns evaluated per window instance (docs/engine.md), parsed, and their report policies.
     instance_queries: dict[str, InstanceQuery]
     reports: dict[str, str]
+    # The RML mappings of sensor payloads, compiled (docs/mappings.md), in document order.
+    mappings: tuple[CompiledMapping, ...] = ()
 
 
 def unprocessable(exc: BaseException) -> str:
@@ -68,10 +74,13 @@ def check_config_document(text: str, fmt: str, *, limits: DocumentLimits | None 
     (when given), then per pattern (by label) its syntax, a name registered twice, the streams
     it reads (when ``knows_stream`` is given), its alert text (shared/alert_text.py: a message
     naming only variables the pattern binds), its compilation, and last the static data.
-    ``limits`` None: a document accepted before (a gateway's config store)."""
+    The payload mappings come before the patterns: the streams they feed are streams
+    patterns may read. ``limits`` None: a document accepted before (a gateway's config store)."""
     doc = load_config_document(text, fmt, limits)
     if version is not None:
         check_version(doc.version, version)
+    mappings = check_mappings(doc)
+    mapped = {stream_key(m.stream) for m in mappings}
     patterns: dict[str, str] = {}
     alerts: dict[str, AlertText] = {}
     instance_queries: dict[str, InstanceQuery] = {}
@@ -106,9 +115,10 @@ def check_config_document(text: str, fmt: str, *, limits: DocumentLimits | None 
         if knows_stream is not None:
             for window in query.windows.values():
                 for stream in window.streams():
-                    if not knows_stream(stream) and stream_key(stream) not in made:
+                    key = stream_key(stream)
+                    if not knows_stream(stream) and key not in made and key not in mapped:
                         raise ConfigRejected(f"unknown stream {stream} in pattern {query.name}: "
-                                             "no input.streams entry or default_stream rule reaches it")
+                                             "no input.streams entry, default_stream rule or mapping reaches it")
         alert = doc.alerts.get(label)
         if alert is not None:
             binds = list(query.compile().read_off.variables) if per_instance else query.projection()
@@ -130,4 +140,32 @@ def check_config_document(text: str, fmt: str, *, limits: DocumentLimits | None 
         trial.add_static(list(doc.static))
     except Exception as exc:
         raise ConfigRejected(f"static data rejected by the engine: {exc}") from exc
-    return CheckedDocument(doc, patterns, alerts, instance_queries, reports)
+    return CheckedDocument(doc, patterns, alerts, instance_queries, reports, mappings)
+
+
+def check_mappings(doc: ConfigDocument) -> tuple[CompiledMapping, ...]:
+    """The document's payload mappings, compiled; raises ConfigRejected naming what is wrong.
+
+    Besides what the mapping compiler refuses, each mapping must name the stream its
+    observations enter, and a topic filter a gateway may subscribe to that no other mapping's
+    overlaps (a message would otherwise reach two mappings, or one twice)."""
+    if not doc.mappings:
+        return ()
+    from edgewave.agent.mapping import MappingError, compile_mappings   # only documents with mappings need it
+    try:
+        mappings = tuple(compile_mappings(doc.mappings))
+    except MappingError as exc:
+        raise ConfigRejected(f"mapping rejected: {exc}") from exc
+    for index, mapping in enumerate(mappings):
+        try:
+            check_topic_filter(mapping.topic_filter)
+        except TopicError as exc:
+            raise ConfigRejected(f"mapping {mapping.name}: {exc}") from exc
+        if mapping.stream is None:
+            raise ConfigRejected(f"mapping {mapping.name} names no stream: its source needs ew:stream <IRI>")
+        for other in mappings[:index]:
+            if filters_overlap(other.topic_filter, mapping.topic_filter):
+                raise ConfigRejected(f"mappings {other.name} ({other.topic_filter}) and {mapping.name} "
+                                     f"({mapping.topic_filter}) have overlapping topic filters: "
+                                     "each message must have one mapping")
+    return mappings
