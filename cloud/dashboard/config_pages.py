@@ -271,16 +271,20 @@ def gateway_config_page(request: Request) -> Response:
             failures = queries.push_failures(q, gateway, 1)
             push_error = f"Not pushed: {failures[0].reason}" if failures else "Not pushed: see the history below"
     patterns: dict[str, str] = {}
+    mappings: list[tuple[str, str, str, str]] = []
     parse_error = None
     if found:
+        from edgewave.agent.engine.config_check import check_mappings
         from edgewave.shared.configdoc import ConfigRejected, load_config_document
         try:
-            patterns = dict(sorted(load_config_document(found[0], found[1]).patterns.items()))
+            doc = load_config_document(found[0], found[1])
+            patterns = dict(sorted(doc.patterns.items()))
+            mappings = [(m.topic_filter, m.payload_format, m.name, m.stream or "") for m in check_mappings(doc)]
         except ConfigRejected as exc:
             parse_error = exc.reason
     return render(request, "gateway_config.html", {
         "nav": "config", "gateway": gateway, "applied": applied, "shown": shown, "doc": found, "patterns": patterns,
-        "parse_error": parse_error, "history": history, "now_ms": clock.now_ms(),
+        "mappings": mappings, "parse_error": parse_error, "history": history, "now_ms": clock.now_ms(),
         "ack_timeout_s": settings.push.ack_timeout_s, "rolled": request.query_params.get("rolled"),
         "pushed": bool(request.query_params.get("pushed")), "push_error": push_error})
 

@@ -23,7 +23,12 @@ from edgewave.shared.ntriples import parse_lines
 from edgewave.shared.rdflib_literals import literals_as_written
 
 
-SCHEMA, STATIC, SIGNIFICANCE, PATTERN, DOCUMENT = "schema", "static", "significance", "pattern", "document"
+SCHEMA, STATIC, SIGNIFICANCE, MAPPINGS, PATTERN, DOCUMENT = ("schema", "static", "significance", "mappings", "pattern",
+                                                             "document")
+# Prefixes the mappings part is written with (RML, as docs/mappings.md writes it).
+_MAPPING_PREFIXES = {"rml": "http://w3id.org/rml/", "ew": vocab.EW_NS, "sosa": "http://www.w3.org/ns/sosa/",
+                     "xsd": "http://www.w3.org/2001/XMLSchema#", "rdf": "http://www.w3.org/1999/02/22-rdf-syntax-ns#",
+                     "qudt": "http://qudt.org/schema/qudt/", "unit": "http://qudt.org/vocab/unit/"}
 
 
 @dataclass
@@ -41,6 +46,7 @@ class Parts:
     schema: str = ""          # N-Triples (or Turtle)
     static: str = ""          # N-Triples (or Turtle)
     significance: str = ""    # Turtle: ew:SignificanceRule nodes
+    mappings: str = ""        # Turtle: the RML mappings of device payloads (docs/mappings.md)
     unexpressed: list[str] = field(default_factory=list)
     """What the document says that the parts cannot (ew:report, ew:version, a blank node shared by the
     schema and the static data): such a document is edited whole."""
@@ -103,7 +109,20 @@ def split_document(text: str, fmt: str) -> Parts:
     if shared:
         unexpressed.append("a blank node in both the schema and the static data")
     return Parts(patterns, triples_text(doc.schema, "s"), triples_text(doc.static, "t"),
-                 significance_text(doc.significance), unexpressed)
+                 significance_text(doc.significance), mappings_text(doc.mappings), unexpressed)
+
+
+def mappings_text(triples: Iterable[tuple[str, str, str]]) -> str:
+    """The mappings as Turtle with the usual prefixes ("" for none): RML is written nested, by people."""
+    triples = list(triples)
+    if not triples:
+        return ""
+    graph = rdflib.Graph()
+    for prefix, namespace in _MAPPING_PREFIXES.items():
+        graph.bind(prefix, namespace)
+    with literals_as_written():
+        graph.parse(data=triples_text(triples, "m"), format="nt")
+    return graph.serialize(format="turtle")
 
 
 def _parse_failure(exc: Exception) -> str:
@@ -152,6 +171,7 @@ def assemble(parts: Parts) -> str:
     schema = _canonical(parse_triples(parts.schema, SCHEMA), "s")
     static = _canonical(parse_triples(parts.static, STATIC), "t")
     rules = parse_significance(parts.significance)
+    mappings = _canonical(parse_triples(parts.mappings, MAPPINGS), "m")
     pairs: list[tuple[str, str]] = []
     alerts: dict[str, AlertText] = {}
     for index, pattern in enumerate(parts.patterns):
@@ -165,7 +185,7 @@ def assemble(parts: Parts) -> str:
         if alert != AlertText():
             alerts[name] = alert
     pairs.sort(key=lambda pair: pair[0])
-    return build_config_document(pairs, schema, static, rules, alerts)
+    return build_config_document(pairs, schema, static, rules, alerts, mappings)
 
 
 def canonical_document(text: str, fmt: str) -> str:
@@ -181,7 +201,7 @@ def canonical_document(text: str, fmt: str) -> str:
 def parts_from_form(form: Mapping[str, Any]) -> Parts:
     """The parts an editor's form sends: ``pattern_name``, ``pattern_query``, ``pattern_title``,
     ``pattern_severity``, ``pattern_message`` once per card, in page order; ``schema``, ``static``,
-    ``significance``. Line ends as a textarea sends them (CRLF) become LF."""
+    ``significance``, ``mappings``. Line ends as a textarea sends them (CRLF) become LF."""
     def text(value: Any) -> str:
         return str(value or "").replace("\r\n", "\n")
 
@@ -190,7 +210,8 @@ def parts_from_form(form: Mapping[str, Any]) -> Parts:
     if len({len(column) for column in columns}) > 1:
         raise PartError(DOCUMENT, "the form's pattern fields do not line up: reload the page")
     patterns = [PatternPart(*row) for row in zip(*columns)]
-    return Parts(patterns, text(form.get("schema")), text(form.get("static")), text(form.get("significance")))
+    return Parts(patterns, text(form.get("schema")), text(form.get("static")), text(form.get("significance")),
+                 text(form.get("mappings")))
 
 
 _PATTERN_REFERENCE = r"\bpattern (?:name )?{}(?=$|[\s:,])"
@@ -205,6 +226,8 @@ def locate(reason: str, parts: Parts) -> dict[str, Any]:
     static part; anything else the document's."""
     if reason.startswith("static data rejected"):
         return {"part": STATIC}
+    if reason.startswith("mapping"):
+        return {"part": MAPPINGS}
 
     def named(name: str | None) -> bool:
         return bool(name) and re.search(_PATTERN_REFERENCE.format(re.escape(name or "")), reason) is not None

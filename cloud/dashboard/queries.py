@@ -242,6 +242,17 @@ class GatewayRow:
     def counter(self, name: str) -> int | None:
         return _int(self.counters.get(name))
 
+    @property
+    def payload_rejections(self) -> list[tuple[str, str, int]]:
+        """(mapping, reason, count) of the device payloads the gateway's mappings refused, from the
+        counters ``payload_rejected.<mapping>.<reason>`` (agent/intake.py), most first."""
+        rows = []
+        for name, value in self.counters.items():
+            if name.startswith("payload_rejected.") and name.count(".") >= 2:
+                mapping, reason = name[len("payload_rejected."):].rsplit(".", 1)
+                rows.append((mapping, reason, value))
+        return sorted(rows, key=lambda row: (-row[2], row[0], row[1]))
+
     def outbox_int(self, name: str) -> int | None:
         return _int(self.outbox.get(name))
 
