@@ -31,13 +31,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("edgewave.agent")
 
 # Every counter, present (at 0) from the start so an operator sees what is counted. Each
-# rejection kind has its own: sensor messages by intake reason (agent/intake.py REASONS),
+# rejection kind has its own: sensor messages by intake reason (agent/intake.py REASONS; a
+# mapping's refusals also as payload_rejected.<mapping>.<reason>, made when first counted),
 # config documents as config_rejected (all) and config_rejected_<kind>
 # (agent/reconfigure.py VERDICT_KINDS), handler_error for a work item that raised
 # past every check, and state_* for the window journal.
 COUNTER_NAMES = (
     "messages_in", "bytes_in", "malformed", "oversized", "unknown_stream", "quoted_too_deep",
-    "too_many_triples", "decoder_error", "handler_error", "queue_full",
+    "too_many_triples", "decoder_error", "unmapped_topic", "payload_rejected", "handler_error", "queue_full",
     "triples", "matches", "significant", "below_deadband", "rate_limited",
     "config_applied", "config_rejected",
     "config_rejected_envelope_oversized", "config_rejected_envelope_malformed", "config_rejected_bad_signature",
