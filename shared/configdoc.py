@@ -375,14 +375,16 @@ def build_config_document(patterns: Mapping[str, str] | Iterable[tuple[str, str]
                           schema: list[tuple[str, str, str]], static: list[tuple[str, str, str]],
                           significance: list[SignificanceRule] = (),
                           alerts: Mapping[str, AlertText] | None = None,
-                          mappings: list[tuple[str, str, str]] = ()) -> str:
+                          mappings: list[tuple[str, str, str]] = (),
+                          reports: Mapping[str, str] | None = None) -> str:
     """A TriG config document from its parts, the inverse of load_config_document.
 
     Operators keep patterns (.rq), schema (Turtle) and site data (N-Triples) as separate
     files; this assembles what a gateway receives. ``patterns`` may also be (name, text)
     pairs, written as given, so a name that comes twice stays in the document for the
     check to refuse rather than one of its patterns being dropped. ``alerts``: the alert
-    text of patterns, by name. ``mappings``: the RML mappings of sensor payloads, as
+    text of patterns, by name; ``reports``: the report policy (``ew:report``) of per-instance
+    queries, by name. ``mappings``: the RML mappings of sensor payloads, as
     triples (the ``ew:mappings`` graph, written only when there are some).
     """
     def graph(name: str, triples: list[tuple[str, str, str]]) -> str:
@@ -395,6 +397,9 @@ def build_config_document(patterns: Mapping[str, str] | Iterable[tuple[str, str]
         said = "".join(f" ; ew:{key} {json.dumps(value, ensure_ascii=False)}" for key, value in
                        (("title", alert.title), ("severity", alert.severity), ("message", alert.message))
                        if value is not None)
+        report = (reports or {}).get(name)
+        if report is not None:
+            said += f" ; ew:report {json.dumps(report)}"
         items.append(f'    ew:pattern [ a ew:Pattern ; ew:name {json.dumps(name)}{said} ; '
                      f'ew:query {_long_string(text)} ]')
     for rule in significance:

@@ -38,6 +38,7 @@ class PatternPart:
     title: str = ""
     severity: str = ""
     message: str = ""
+    report: str = ""          # a per-instance query's report policy (ew:report), "" for the default
 
 
 @dataclass
@@ -48,8 +49,10 @@ class Parts:
     significance: str = ""    # Turtle: ew:SignificanceRule nodes
     mappings: str = ""        # Turtle: the RML mappings of device payloads (docs/mappings.md)
     unexpressed: list[str] = field(default_factory=list)
-    """What the document says that the parts cannot (ew:report, ew:version, a blank node shared by the
-    schema and the static data): such a document is edited whole."""
+    """What the document says that the parts cannot (a blank node shared by the schema and the static
+    data): such a document is edited whole."""
+    version: int | None = None
+    """The document's own ew:version, left out of the parts: a push gives the next version."""
 
 
 class PartError(ValueError):
@@ -100,16 +103,15 @@ def split_document(text: str, fmt: str) -> Parts:
     patterns = []
     for name, query in sorted(doc.patterns.items()):
         alert = doc.alerts.get(name, AlertText())
-        patterns.append(PatternPart(name, query, alert.title or "", alert.severity or "", alert.message or ""))
-    unexpressed = [f"ew:report of pattern {name}" for name in sorted(doc.reports)]
-    if doc.version is not None:
-        unexpressed.append(f"ew:version {doc.version}")
+        patterns.append(PatternPart(name, query, alert.title or "", alert.severity or "", alert.message or "",
+                                    doc.reports.get(name, "")))
+    unexpressed = []
     shared = ({t for triple in doc.schema for t in triple if t.startswith("_:")}
               & {t for triple in doc.static for t in triple if t.startswith("_:")})
     if shared:
         unexpressed.append("a blank node in both the schema and the static data")
     return Parts(patterns, triples_text(doc.schema, "s"), triples_text(doc.static, "t"),
-                 significance_text(doc.significance), mappings_text(doc.mappings), unexpressed)
+                 significance_text(doc.significance), mappings_text(doc.mappings), unexpressed, doc.version)
 
 
 def mappings_text(triples: Iterable[tuple[str, str, str]]) -> str:
@@ -174,6 +176,7 @@ def assemble(parts: Parts) -> str:
     mappings = _canonical(parse_triples(parts.mappings, MAPPINGS), "m")
     pairs: list[tuple[str, str]] = []
     alerts: dict[str, AlertText] = {}
+    reports: dict[str, str] = {}
     for index, pattern in enumerate(parts.patterns):
         name = pattern.name.strip()
         if not name:
@@ -184,8 +187,10 @@ def assemble(parts: Parts) -> str:
         alert = AlertText(pattern.title or None, pattern.severity or None, pattern.message or None)
         if alert != AlertText():
             alerts[name] = alert
+        if pattern.report.strip():
+            reports[name] = pattern.report.strip()
     pairs.sort(key=lambda pair: pair[0])
-    return build_config_document(pairs, schema, static, rules, alerts, mappings)
+    return build_config_document(pairs, schema, static, rules, alerts, mappings, reports)
 
 
 def canonical_document(text: str, fmt: str) -> str:
@@ -200,13 +205,15 @@ def canonical_document(text: str, fmt: str) -> str:
 
 def parts_from_form(form: Mapping[str, Any]) -> Parts:
     """The parts an editor's form sends: ``pattern_name``, ``pattern_query``, ``pattern_title``,
-    ``pattern_severity``, ``pattern_message`` once per card, in page order; ``schema``, ``static``,
+    ``pattern_severity``, ``pattern_message``, ``pattern_report`` once per card, in page order; ``schema``, ``static``,
     ``significance``, ``mappings``. Line ends as a textarea sends them (CRLF) become LF."""
     def text(value: Any) -> str:
         return str(value or "").replace("\r\n", "\n")
 
     columns = [[text(v) for v in form.getlist(f"pattern_{key}")]   # type: ignore[attr-defined]
-               for key in ("name", "query", "title", "severity", "message")]
+               for key in ("name", "query", "title", "severity", "message", "report")]
+    if not columns[-1]:          # a page from before reports were a field: none set
+        columns[-1] = [""] * len(columns[0])
     if len({len(column) for column in columns}) > 1:
         raise PartError(DOCUMENT, "the form's pattern fields do not line up: reload the page")
     patterns = [PatternPart(*row) for row in zip(*columns)]
@@ -239,7 +246,8 @@ def locate(reason: str, parts: Parts) -> dict[str, Any]:
         return {"part": DOCUMENT}
     found = max(cards, key=lambda i: (parts.patterns[i].name.strip(), i))
     field_name = "query"
-    for key, said in (("title", "ew:title"), ("severity", "ew:severity"), ("message", "message")):
+    for key, said in (("title", "ew:title"), ("severity", "ew:severity"), ("message", "message"),
+                      ("report", "ew:report")):
         if said in reason and not reason.startswith("parse error"):
             field_name = key
     return {"part": PATTERN, "index": found, "pattern": parts.patterns[found].name.strip(), "field": field_name}

@@ -104,11 +104,21 @@ def test_parts_built_by_hand_and_split_again_are_the_same_parts():
     assert config_parts.assemble(back) == text
 
 
-def test_a_document_with_what_the_parts_cannot_say_is_marked_and_its_diff_is_of_its_text():
-    reported = HAND_WRITTEN.replace('ew:name "smoke" ;', 'ew:name "smoke" ; ew:report "every" ;') \
+def test_a_report_policy_is_a_field_of_its_pattern_and_the_documents_own_version_is_left_out():
+    reported = HAND_WRITTEN.replace('ew:name "smoke" ;', 'ew:name "smoke" ; ew:report "window-close" ;') \
         .replace("ex:cfg a ew:GatewayConfig ;", "ex:cfg a ew:GatewayConfig ; ew:version 3 ;")
     parts = config_parts.split_document(reported, "trig")
-    assert parts.unexpressed == ["ew:report of pattern smoke", "ew:version 3"]
+    assert parts.unexpressed == [] and parts.version == 3
+    assert [p.report for p in parts.patterns if p.name == "smoke"] == ["window-close"]
+    again = load_config_document(config_parts.assemble(parts), "trig")
+    assert again.reports == {"smoke": "window-close"} and again.version is None    # a push gives the version
+
+
+def test_a_document_with_what_the_parts_cannot_say_is_marked_and_its_diff_is_of_its_text():
+    shared = "_:shared a ex:Room .\n"
+    reported = HAND_WRITTEN + f"ew:schema {{ {shared} }}\new:static {{ {shared} }}\n"
+    parts = config_parts.split_document(reported, "trig")
+    assert parts.unexpressed == ["a blank node in both the schema and the static data"]
     assert config_parts.canonical_document(reported, "trig") == reported
     assert config_parts.canonical_document("not trig", "trig") == "not trig"
     with pytest.raises(ConfigRejected):
