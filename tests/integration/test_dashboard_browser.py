@@ -228,7 +228,7 @@ def test_pages_fit_a_phone_screen(browser, dashboard, instances):
     ctx = browser.new_context(base_url=dashboard.url, viewport={"width": 390, "height": 844}, is_mobile=True)
     try:
         page = log_in(ctx, "victor")
-        for path in ("/", "/gateways", "/gateways/gw-lag", "/queries", "/queries/co2-per-room"):
+        for path in ("/", "/live", "/alarms", "/gateways", "/gateways/gw-lag", "/queries", "/queries/co2-per-room"):
             page.goto(path)
             page.wait_for_load_state("networkidle")
             assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1"), path

@@ -125,5 +125,14 @@ def the_operator_reads_the_fire(url: str, password: str) -> None:
             fire.wait_for(timeout=15_000)                  # its newest match: the second hot reading
             assert fire.get_attribute("data-count") == "4"
             save_screenshot(page, "dashboard-alarms.png")
+            # on a phone too: the alarm's message and key without scrolling sideways
+            page.set_viewport_size({"width": 390, "height": 844})
+            page.reload()
+            fire.wait_for(timeout=15_000)
+            for part in (".message", "td.value"):
+                box = fire.locator(part).first.bounding_box()
+                assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390, (part, box)
+            assert page.evaluate("""() => { const t = document.querySelector('#alarms-table');
+                                            return t.scrollWidth <= t.parentElement.clientWidth + 1; }""")
         finally:
             browser.close()
