@@ -214,9 +214,10 @@ class _Compiler:
 
     def template(self, tm: TermMapSpec, base: str | None) -> TermFunction:
         parts = parse_template(tm.value)
-        encode = tm.term_type == v.IRI
+        encode = tm.term_type in (v.IRI, v.URI)
+        keep_unicode = tm.term_type == v.IRI
         absolute = bool(parts) and parts[0][0] == "text" and is_absolute(parts[0][1])
-        if tm.term_type in (v.IRI, UNSAFE_IRI) and not absolute and base is None:
+        if tm.term_type in (v.IRI, v.URI, UNSAFE_IRI) and not absolute and base is None:
             raise MappingError(f"{tm.where}: template {tm.value!r} makes relative IRIs and there is no "
                                "base IRI (ew:baseIRI on the source, or the gateway's default)")
         pieces: list[Callable[[Any, Context], list]] = []
@@ -227,7 +228,7 @@ class _Compiler:
             else:
                 values = self.reference(text, tm.where)
                 if encode:
-                    pieces.append(lambda item, ctx, values=values: [iri_safe(value_lexical(x))
+                    pieces.append(lambda item, ctx, values=values: [iri_safe(value_lexical(x), keep_unicode)
                                                                     for x in values(item, ctx)])
                 else:
                     pieces.append(lambda item, ctx, values=values: [value_lexical(x) for x in values(item, ctx)])

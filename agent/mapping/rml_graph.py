@@ -21,7 +21,7 @@ from .payload_formats import FORMATS
 
 UNSAFE_IRI = v.rml("UnsafeIRI")
 UNSAFE_URI = v.rml("UnsafeURI")
-_TERM_TYPES = {v.IRI: v.IRI, v.URI: v.IRI, UNSAFE_IRI: UNSAFE_IRI, UNSAFE_URI: UNSAFE_IRI,
+_TERM_TYPES = {v.IRI: v.IRI, v.URI: v.URI, UNSAFE_IRI: UNSAFE_IRI, UNSAFE_URI: UNSAFE_IRI,
                v.BLANK_NODE: v.BLANK_NODE, v.LITERAL: v.LITERAL}
 _WATCHED = (f"<{v.RML}", f"<{v.EW}")
 
@@ -242,7 +242,8 @@ def _term_map(graph: _Graph, node: str, position: str, where: str) -> TermMapSpe
     kind, expression = expressions[0]
     if kind == "constant":
         if term_type is not None or datatype is not None or language is not None:
-            if term_type == v.LITERAL and is_literal(expression) or term_type == v.IRI and is_iri(expression):
+            if (term_type == v.LITERAL and is_literal(expression)
+                    or term_type in (v.IRI, v.URI) and is_iri(expression)):
                 pass
             elif term_type is not None:
                 raise MappingError(f"{where}: constant {expression} is not of rml:termType {term_type}")

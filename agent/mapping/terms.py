@@ -19,7 +19,7 @@ from .errors import INVALID_TERM, NOT_FINITE, WRONG_TYPE, MappingError, PayloadR
 XSD = vocab.XSD_NS
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
 _IRI_FORBIDDEN = re.compile(r'[\x00-\x20<>"{}|^`\\\ud800-\udfff]')
-_LANGUAGE_TAG = re.compile(r"[a-zA-Z]{1,8}(?:-[a-zA-Z0-9]{1,8})*")
+_LANGUAGE_TAG = re.compile(r"(?:[a-zA-Z]{2,8}|[xXiI])(?:-[a-zA-Z0-9]{1,8})*")
 _DECIMAL_TEXT = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)")
 _INTEGER_TEXT = re.compile(r"[+-]?\d+")
 _DOUBLE_TEXT = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|[+-]?INF|NaN")
@@ -74,20 +74,22 @@ def parse_template(template: str) -> list[tuple[str, str]]:
     return parts
 
 
-def iri_safe(text: str) -> str:
-    """RML's IRI-safe form of a value put into an IRI template: everything outside
-    ``iunreserved`` (letters, digits, ``-._~`` and non-ASCII characters) percent-encoded."""
-    if text.isalnum() and text.isascii():
+def iri_safe(text: str, keep_unicode: bool = True) -> str:
+    """RML's IRI-safe form of a value put into a template: everything outside ``iunreserved``
+    (ASCII letters, digits, ``-._~`` and, for IRIs, non-ASCII characters) percent-encoded as
+    UTF-8. For ``rml:URI`` (``keep_unicode=False``) non-ASCII characters are encoded too."""
+    if text.isascii() and text.isalnum():
         return text
     out = []
     for c in text:
-        if c.isascii() and (c.isalnum() or c in "-._~"):
+        if c.isascii():
+            if c.isalnum() or c in "-._~":
+                out.append(c)
+                continue
+        elif keep_unicode and ord(c) >= 0xA0 and not 0xD800 <= ord(c) <= 0xDFFF and ord(c) not in (0xFFFE, 0xFFFF):
             out.append(c)
-        elif not c.isascii() and ord(c) >= 0xA0 and not (0xD800 <= ord(c) <= 0xDFFF) and ord(c) not in (
-                0xFFFE, 0xFFFF):
-            out.append(c)
-        else:
-            out.append("".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogatepass")))
+            continue
+        out.append("".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogatepass")))
     return "".join(out)
 
 
