@@ -120,8 +120,9 @@ _SOURCE_PREDICATES = {v.TOPIC_FILTER, v.PAYLOAD_FORMAT, v.STREAM, v.BASE_IRI, v.
 def _source(graph: _Graph, node: str, where: str) -> SourceSpec:
     if is_literal(node) or v.MQTT_STREAM not in graph.values(node, v.RDF_TYPE) and not graph.values(
             node, v.TOPIC_FILTER):
+        kinds = ", ".join(graph.values(node, v.RDF_TYPE)) or _label(node)
         raise MappingError(f"{where}: rml:source must be an ew:MqttStream (edgewave reads MQTT messages "
-                           f"only), not {_label(node)}")
+                           f"only), not {kinds}")
     graph.check(node, _SOURCE_PREDICATES, where, v.DECLARED_TYPES | {v.MQTT_STREAM})
     topic = _string(graph, node, v.TOPIC_FILTER, where)
     if topic is None:
@@ -151,10 +152,10 @@ _TERM_MAP_PREDICATES = {v.CONSTANT, v.REFERENCE, v.TEMPLATE, v.TERM_TYPE, v.DATA
 
 
 def _constant_map(graph: _Graph, node: str, where: str) -> str:
-    graph.check(node, {v.CONSTANT}, where)
     constant = graph.one(node, v.CONSTANT, where)
     if constant is None:
         raise MappingError(f"{where}: only constant-valued datatype and language maps are supported")
+    graph.check(node, {v.CONSTANT}, where)
     return constant
 
 
