@@ -2,7 +2,7 @@
 
     .venv/bin/python tests/fuzz/run.py TARGET [--seconds N] [--allow-known] [-- LIBFUZZER-ARGS...]
 
-TARGET is one of: event, batch, ntriples, rspql, configdoc, sim, cloud (see docs/fuzzing.md).
+TARGET is one of: event, batch, ntriples, rspql, configdoc, sim, cloud, mapping (see docs/fuzzing.md).
 Needs the ``fuzz`` extra (``pip install -e '.[fuzz]'``). The seed corpus is read from
 ``tests/fuzz/corpus/TARGET/`` and never written; what the fuzzer finds goes to
 ``var/fuzz/TARGET/corpus/`` (kept between runs), a crashing, hanging (``-timeout``,
@@ -39,6 +39,7 @@ TARGETS = {
     "configdoc": ("fuzz_configdoc", ["edgewave", "rdflib"]),
     "sim": ("fuzz_sim", ["edgewave"]),
     "cloud": ("fuzz_cloud", ["edgewave"]),
+    "mapping": ("fuzz_mapping", ["edgewave"]),
 }
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 FUZZ = Path(__file__).resolve().parent.parent / "fuzz"
-TARGETS = ("event", "batch", "ntriples", "rspql", "configdoc", "sim", "cloud")
+TARGETS = ("event", "batch", "ntriples", "rspql", "configdoc", "sim", "cloud", "mapping")
 sys.path.insert(0, str(FUZZ))
 
 
