@@ -14,7 +14,9 @@ is counted once.
 Every aggregate is therefore one that can be summed across batches:
 
 - ``matches_per_minute(gateway, pattern, minute_ms, count)``: match events by the
-  minute of their window end (the match time);
+  minute of their window end (the match time); ``matches_per_pattern_minute(minute_ms,
+  pattern, count)`` the same over every gateway, written in the same transaction, so the
+  dashboard's week of 300 gateways reads a few thousand rows instead of half a million;
 - ``binding_values(pattern, variable, value, count)``: how often each value was
   bound to each variable (the view ``binding_top`` ranks them per pattern and variable);
 - ``delay_histogram(minute_ms, kind, bucket_ms, count)``: delays from match time
@@ -158,7 +160,9 @@ def instance_part(event_id_: str, gateway: str, query: str, start: int, end: int
 
 
 def ensure_aggregate_schema(db: sqlite_utils.Database) -> None:
-    """Create the aggregate tables (and add columns a database from an older version lacks)."""
+    """Create the aggregate tables (and add what a database from an older version lacks)."""
+    rollup_missing = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = "
+                                "'matches_per_pattern_minute'").fetchone() is None
     db.executescript(
         """
         CREATE TABLE IF NOT EXISTS committed_batches (
@@ -186,6 +190,12 @@ def ensure_aggregate_schema(db: sqlite_utils.Database) -> None:
             count INTEGER NOT NULL,
             PRIMARY KEY (gateway, pattern, minute_ms)
         );
+        CREATE TABLE IF NOT EXISTS matches_per_pattern_minute (
+            minute_ms INTEGER NOT NULL,
+            pattern TEXT NOT NULL,
+            count INTEGER NOT NULL,
+            PRIMARY KEY (minute_ms, pattern)
+        ) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS binding_values (
             pattern TEXT NOT NULL,
             variable TEXT NOT NULL,
@@ -246,6 +256,19 @@ def ensure_aggregate_schema(db: sqlite_utils.Database) -> None:
     )
     _add_column(db, "committed_batches", "rejected", "INTEGER NOT NULL DEFAULT 0")
     _add_column(db, "instance_results", "part", "INTEGER")
+    if rollup_missing:      # a database from before the table: its sums from the minute rows, once
+        with transaction(db) as conn:
+            conn.execute("""INSERT OR IGNORE INTO matches_per_pattern_minute (minute_ms, pattern, count)
+                            SELECT minute_ms, pattern, SUM(count) FROM matches_per_minute
+                            GROUP BY minute_ms, pattern""")
+
+
+def over_gateways(matches: Iterable[tuple[str, str, int, int]]) -> list[tuple[int, str, int]]:
+    """(minute_ms, pattern, count) of (gateway, pattern, minute_ms, count) rows, summed over gateways."""
+    totals: Counter = Counter()
+    for _, pattern, minute_ms, count in matches:
+        totals[(minute_ms, pattern)] += count
+    return [(minute_ms, pattern, count) for (minute_ms, pattern), count in sorted(totals.items())]
 
 
 def _add_column(db: sqlite_utils.Database, table: str, column: str, sql_type: str) -> None:
@@ -280,6 +303,11 @@ def apply_batch(db: sqlite_utils.Database, query_id: str, batch_id: int, batch: 
             """INSERT INTO matches_per_minute (gateway, pattern, minute_ms, count) VALUES (?, ?, ?, ?)
                ON CONFLICT DO UPDATE SET count = count + excluded.count""",
             batch.matches,
+        )
+        conn.executemany(
+            """INSERT INTO matches_per_pattern_minute (minute_ms, pattern, count) VALUES (?, ?, ?)
+               ON CONFLICT DO UPDATE SET count = count + excluded.count""",
+            over_gateways(batch.matches),
         )
         conn.executemany(
             """INSERT INTO binding_values (pattern, variable, value, count) VALUES (?, ?, ?, ?)

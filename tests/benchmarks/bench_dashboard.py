@@ -37,7 +37,7 @@ sys.path.insert(0, str(HERE.parent))
 from cloud_harness import CloudProcess, landing_record  # noqa: E402
 from dashboard_data import HttpSession, free_port, status, wait_until_serving, write_dashboard_config  # noqa: E402
 from edgewave.cloud import registry  # noqa: E402
-from edgewave.cloud.aggregates import delay_bucket, ensure_aggregate_schema  # noqa: E402
+from edgewave.cloud.aggregates import delay_bucket, ensure_aggregate_schema, over_gateways  # noqa: E402
 from edgewave.cloud.database import open_database, transaction  # noqa: E402
 from edgewave.cloud.live_feed import LiveFeedWriter  # noqa: E402
 from edgewave.shared.events import match_event  # noqa: E402
@@ -83,6 +83,8 @@ def fill(db_path: Path, gateways: int, events: int, now_ms: int) -> dict[str, in
         with transaction(db) as conn:
             conn.executemany("INSERT INTO matches_per_minute (gateway, pattern, minute_ms, count) VALUES (?, ?, ?, ?)",
                              matches)
+            conn.executemany("INSERT INTO matches_per_pattern_minute (minute_ms, pattern, count) VALUES (?, ?, ?)",
+                             over_gateways(matches))      # as apply_batch writes them beside the minute rows
             conn.executemany("INSERT INTO significant_per_minute (gateway, sensor, property, minute_ms, count) "
                              "VALUES (?, ?, ?, ?, ?)", significant)
             conn.executemany("INSERT INTO delay_per_minute (minute_ms, kind, count, sum_ms, min_ms, max_ms, p50_ms, "

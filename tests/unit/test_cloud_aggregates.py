@@ -111,3 +111,18 @@ def test_instance_results_of_an_older_database_gain_their_part_column(tmp_path):
             ("e0", None), ("e1", 0)]
     finally:
         db.conn.close()
+
+
+def test_matches_summed_over_gateways_follow_the_minute_rows_and_an_older_database_gets_them(db):
+    assert apply_batch(db, "q1", 0, batch([("gw1", "fire", M0, 3), ("gw2", "fire", M0, 1), ("gw2", "smoke", M0, 2)]))
+    assert apply_batch(db, "q1", 1, batch([("gw1", "fire", M0, 2), ("gw1", "fire", M0 + 60000, 5)]))
+    assert not apply_batch(db, "q1", 1, batch([("gw1", "fire", M0, 2)]))     # replayed: nothing added
+    sums = "SELECT minute_ms, pattern, SUM(count) FROM matches_per_minute GROUP BY 1, 2 ORDER BY 1, 2"
+    rollup = "SELECT minute_ms, pattern, count FROM matches_per_pattern_minute ORDER BY 1, 2"
+    assert db.execute(rollup).fetchall() == db.execute(sums).fetchall() == \
+        [(M0, "fire", 6), (M0, "smoke", 2), (M0 + 60000, "fire", 5)]
+    # a database written before the table existed: the table is made from its minute rows, once
+    db.execute("DROP TABLE matches_per_pattern_minute")
+    ensure_aggregate_schema(db)
+    ensure_aggregate_schema(db)
+    assert db.execute(rollup).fetchall() == db.execute(sums).fetchall()
