@@ -121,6 +121,14 @@ def build_parser() -> argparse.ArgumentParser:
                       help="significance rules (ew:SignificanceRule nodes, Turtle or TriG), repeatable")
     make.add_argument("--alerts", type=Path, help="alert text of patterns (YAML: pattern name -> title, severity, "
                       "message; the message a template over the pattern's variables)")
+    make.add_argument("--mapping", action="append", default=[], metavar="PRESET|FILE",
+                      help="a device payload mapping (RML, docs/mappings.md): a shipped preset by name (senml, "
+                           "zigbee2mqtt, tasmota, esphome) or a Turtle file of your own; repeatable")
+    make.add_argument("--mapping-stream", metavar="IRI",
+                      help="the stream the presets' observations enter (e.g. http://example.org/stream/building)")
+    make.add_argument("--mapping-base", metavar="IRI",
+                      help="the base IRI the presets name sensors and observations under "
+                           "(e.g. http://example.org/gw1/ gives http://example.org/gw1/sensor/<device>)")
     make.add_argument("--out", type=Path, help="output file (default stdout)")
     return parser
 
@@ -236,7 +244,11 @@ def _make_config(args: argparse.Namespace) -> int:
         alerts = _alert_texts(args.alerts, [name for name, _ in patterns]) if args.alerts else {}
     except (OSError, ValueError) as exc:
         return refuse(f"{args.alerts}: {exc}")
-    document = configdoc.build_config_document(patterns, schema, static, rules, alerts)
+    try:
+        mappings = configdoc.canonical_triples(_mapping_triples(args), "m") if args.mapping else []
+    except (RdfFileError, ValueError) as exc:
+        return refuse(str(exc))
+    document = configdoc.build_config_document(patterns, schema, static, rules, alerts, mappings)
     try:
         check_config_document(document, "trig")
     except configdoc.ConfigRejected as exc:
@@ -246,6 +258,35 @@ def _make_config(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(document)
     return 0
+
+
+def _mapping_triples(args: argparse.Namespace) -> list[tuple[str, str, str]]:
+    """make-config's ``--mapping`` arguments as the triples of the document's mappings graph: a preset
+    with ``--mapping-stream`` and ``--mapping-base`` filled in, a file as it is written (its sources
+    name their own ``ew:stream`` and ``ew:baseIRI``); ValueError says what is missing."""
+    from edgewave.agent.mapping import PRESETS, MappingError, preset_triples
+    from edgewave.shared.ntriples import NTriplesError
+    from edgewave.shared.rdf_files import RdfFileError, read_triples
+
+    out: list[tuple[str, str, str]] = []
+    for given in args.mapping:
+        if given in PRESETS:
+            if not (args.mapping_stream and args.mapping_base):
+                raise ValueError(f"the preset {given} needs --mapping-stream and --mapping-base (the stream its "
+                                 "observations enter, the base IRI of its sensors)")
+            try:
+                out += preset_triples(given, stream=args.mapping_stream, base_iri=args.mapping_base)
+            except MappingError as exc:
+                raise ValueError(f"preset {given}: {exc}") from exc
+            continue
+        path = Path(given)
+        if not path.exists():
+            raise ValueError(f"--mapping {given}: neither a preset ({', '.join(PRESETS)}) nor a file")
+        errors: list[NTriplesError] = []
+        out += read_triples(path, errors)
+        if errors:
+            raise RdfFileError(f"{path}: {errors[0]}")
+    return out
 
 
 def _alert_texts(path: Path, names: list[str]) -> dict[str, AlertText]:

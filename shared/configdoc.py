@@ -180,6 +180,27 @@ def _to_ntriples(graph: rdflib.Graph) -> list[tuple[str, str, str]]:
     return list(parse_lines(data.split("\n")))
 
 
+def canonical_triples(triples: Iterable[tuple[str, str, str]], blank: str = "b") -> list[tuple[str, str, str]]:
+    """``triples`` sorted, with blank node labels that depend on the graph alone (``_:<blank>0``, ...).
+
+    A parser names blank nodes anew each time it reads a file; a document assembled from the same
+    files must read the same, so the labels come from rdflib's canonical form (a hash of each blank
+    node's surroundings), renamed short in sorted order."""
+    from rdflib.compare import to_canonical_graph
+
+    with literals_as_written():
+        graph = rdflib.Graph()
+        graph.parse(data="".join(f"{s} {p} {o} .\n" for s, p, o in triples), format="nt")
+        canonical = _to_ntriples(to_canonical_graph(graph))
+    names: dict[str, str] = {}
+
+    def name(term: str) -> str:
+        return names.setdefault(term, f"_:{blank}{len(names)}") if term.startswith("_:") else term
+
+    ordered = sorted(canonical)
+    return sorted((name(s), name(p), name(o)) for s, p, o in ordered)
+
+
 def _parse_error(exc: Exception) -> ConfigRejected:
     text = str(exc)
     match = re.search(r"line (\d+)", text)

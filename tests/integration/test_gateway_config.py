@@ -97,3 +97,25 @@ def test_make_config_reads_files_that_start_with_a_byte_order_mark(tmp_path):
                           "--alerts", str(tmp_path / "bom/alerts.yaml")], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout == plain
+
+
+def test_make_config_names_what_a_mapping_lacks(tmp_path):
+    good = REPO / "configs/patterns/fire.rq"
+    for args, said in (
+            (["--mapping", "zigbee2mqtt"], "the preset zigbee2mqtt needs --mapping-stream and --mapping-base"),
+            (["--mapping", "zigbe2mqtt"], "--mapping zigbe2mqtt: neither a preset"),
+    ):
+        out = subprocess.run([str(BIN / "edgewave-cloud"), "make-config", "--query", str(good), *args],
+                             capture_output=True, text=True)
+        assert out.returncode == 2 and said in out.stderr, (args, out.stderr)
+    # a mapping of one's own that the compiler refuses: refused with the term named, nothing written
+    own = tmp_path / "own.ttl"
+    own.write_text("@prefix rml: <http://w3id.org/rml/> .\n@prefix ew: <https://edgewave.dev/ns#> .\n"
+                   "<#m> a rml:TriplesMap ; rml:logicalSource [ rml:source [ a ew:MqttStream ; "
+                   "ew:topicFilter \"dev/+\" ; ew:payloadFormat \"json\" ; ew:stream <http://example.org/s> ] ; "
+                   "rml:referenceFormulation rml:XPath ; rml:iterator \"$\" ] ; "
+                   "rml:subjectMap [ rml:template \"http://example.org/{id}\" ] .\n")
+    out = subprocess.run([str(BIN / "edgewave-cloud"), "make-config", "--query", str(good), "--mapping", str(own),
+                          "--out", str(tmp_path / "out.trig")], capture_output=True, text=True)
+    assert out.returncode == 2 and "mapping rejected" in out.stderr and "XPath" in out.stderr, out.stderr
+    assert not (tmp_path / "out.trig").exists()
