@@ -45,6 +45,7 @@ TermFunction = Callable[[Any, "Context"], list]
 
 _TOPIC_SEGMENT = re.compile(r"ew:topic\[(\d{1,3})\]")
 _EW_REFERENCES = ("ew:arrivalMs", "ew:arrivalTime", "ew:resultMs", "ew:resultTime", "ew:timeSource")
+_IRI_FORBIDDEN_TEXT = re.compile(r'[\x00-\x20<>"{}|^`\\\ud800-\udfff]')
 _PAYLOAD_TIME_IRI = v.PAYLOAD_TIME[1:-1]
 _ARRIVAL_TIME_IRI = v.ARRIVAL_TIME[1:-1]
 _DATE_TIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?(Z|[+-]\d{2}:?\d{2})?")
@@ -162,6 +163,13 @@ class _Compiler:
             counter, prefix = self.blank_counter, "_:ew" + format(id(self) % 65536, "x") + "x"
             return lambda item, ctx: [f"{prefix}{next(counter)}"]
         to_term = self.term_builder(tm, base)
+        if tm.kind == "template" and tm.term_type in (v.IRI, v.URI) and tm.value_map is None \
+                and tm.value_table is None and not _IRI_FORBIDDEN_TEXT.search(
+                    "".join(text for kind, text in parse_template(tm.value) if kind == "text")):
+            # The values are percent-encoded and the constant text is checked here: nothing to check per term.
+            parts = parse_template(tm.value)
+            prefix = "" if parts and parts[0][0] == "text" and is_absolute(parts[0][1]) else base
+            to_term = lambda text: f"<{prefix}{text}>"      # noqa: E731
         if tm.kind == "reference":
             values = self.reference(tm.value, tm.where)
         else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import lru_cache
 from datetime import datetime, timezone
 from typing import Any, Callable
 
@@ -74,11 +75,15 @@ def parse_template(template: str) -> list[tuple[str, str]]:
     return parts
 
 
+_IUNRESERVED_ASCII = re.compile(r"[A-Za-z0-9\-._~]*").fullmatch
+
+
+@lru_cache(maxsize=4096)        # device names and keys repeat message after message
 def iri_safe(text: str, keep_unicode: bool = True) -> str:
     """RML's IRI-safe form of a value put into a template: everything outside ``iunreserved``
     (ASCII letters, digits, ``-._~`` and, for IRIs, non-ASCII characters) percent-encoded as
     UTF-8. For ``rml:URI`` (``keep_unicode=False``) non-ASCII characters are encoded too."""
-    if text.isascii() and text.isalnum():
+    if _IUNRESERVED_ASCII(text):
         return text
     out = []
     for c in text:
@@ -279,6 +284,7 @@ def blank_term(value: str) -> str:
 
 # --- time ---------------------------------------------------------------------------------
 
+@lru_cache(maxsize=1024)        # the observations of one message share their time
 def iso_time(ms: int) -> str:
     """Epoch milliseconds as the xsd:dateTime lexical form firmware writes (UTC, milliseconds, ``Z``)."""
     moment = datetime.fromtimestamp(ms // 1000, tz=timezone.utc)
