@@ -82,12 +82,12 @@ class Recording:
                           if start_s <= at < end_s], tuple(inside))
 
 
-def record_demo(work: Path) -> Recording:
-    """The demo scenario's messages for gw1, and its ground truth."""
+def record_demo(work: Path, payload_format: str = "ntriples") -> Recording:
+    """The demo scenario's messages for gw1 in ``payload_format`` (docs/sim.md), and its ground truth."""
     work.mkdir(parents=True, exist_ok=True)
     subprocess.run([sys.executable, "-m", "edgewave.firmware_sim.cli", "record",
                     "--config", str(REPO / "configs/sim.yaml"), "--scenario", str(REPO / "configs/scenarios/demo.yaml"),
-                    "--gateway", GATEWAY,
+                    "--gateway", GATEWAY, "--format", payload_format,
                     "--out", str(work / "demo.rec"), "--truth", str(work / "truth.jsonl")],
                    check=True, capture_output=True, cwd=REPO)
     messages = list(read_messages(work / "demo.rec"))
@@ -95,8 +95,7 @@ def record_demo(work: Path) -> Recording:
     rows = tuple((t["pattern"], t["bindings"][key_variable(t["pattern"])], (t["start"] - start) / 1000,
                   (t["end"] - start) / 1000)
                  for t in map(json.loads, (work / "truth.jsonl").read_text().splitlines()))
-    return Recording([((m.ms - start) / 1000, m.topic, ("\n".join(m.lines) + "\n").encode()) for m in messages],
-                     rows)
+    return Recording([((m.ms - start) / 1000, m.topic, m.payload) for m in messages], rows)
 
 
 class Sensors:
