@@ -189,14 +189,14 @@ class Intake:
         if mapping is None:
             return self._reject(UNMAPPED_TOPIC, topic, "no mapping's topic filter matches this topic")
         if len(payload) > self.max_bytes:
-            return self._reject(OVERSIZED, topic, f"{len(payload)} bytes > limit {self.max_bytes}")
+            return self._reject(OVERSIZED, topic, f"{len(payload)} bytes > limit {self.max_bytes}", mapping.name)
         try:
             triples = mapping.map(payload, topic, arrival_ms)
         except PayloadRejected as exc:
             return self._reject(exc.reason, topic, str(exc), mapping.name)
         if len(triples) > self.max_triples:
-            return self._reject(TOO_MANY_TRIPLES, topic, f"mapping {mapping.name} made {len(triples)} statements "
-                                f"> limit {self.max_triples}")
+            return self._reject(TOO_MANY_TRIPLES, topic, f"{len(triples)} statements > limit {self.max_triples}",
+                                mapping.name)
         return SensorEvent(mapping.stream, topic, triples, arrival_ms, len(payload))
 
     def _reject(self, reason: str, sensor: str, detail: str, mapping: str | None = None) -> Rejection:

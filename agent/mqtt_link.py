@@ -102,6 +102,7 @@ class MqttLink:
         client.on_message = self._handle_message
         client.on_publish = self._handle_publish
         client.on_subscribe = self._handle_subscribe
+        client.on_unsubscribe = self._handle_unsubscribe
         self.client = client
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -230,6 +231,7 @@ class MqttLink:
             gone = [topic for topic in old if topic not in dict(wanted)]
             if gone:
                 self.client.unsubscribe(gone)
+                log.info("mqtt link=%s event=unsubscribing topics=%s", self.name, ",".join(gone))
             for topic, qos in wanted:
                 if old.get(topic) != qos:
                     self.client.subscribe(topic, qos=qos)
@@ -305,6 +307,9 @@ class MqttLink:
         else:
             log.info("mqtt link=%s event=subscribed topics=%s", self.name,
                      ",".join(t for t, _ in self.subscriptions))
+
+    def _handle_unsubscribe(self, client, userdata, mid, reason_codes, properties) -> None:  # noqa: ANN001
+        log.info("mqtt link=%s event=unsubscribed topics=%s", self.name, ",".join(t for t, _ in self.subscriptions))
 
     def _handle_publish(self, client, userdata, mid, reason_code, properties) -> None:  # noqa: ANN001
         if self.on_published:
