@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from edgewave.shared import vocab
+from edgewave.shared.decimal_lexical import decimal_lexical
 from edgewave.shared.ntriples import make_literal, make_quoted, serialize
 
 from . import domain
@@ -46,17 +47,6 @@ class Reading:
 def observation_iri(sensor: "SensorSpec", ms: int) -> str:
     """Observations are named by sensor and time: a sensor reports at most once per millisecond."""
     return domain.site_iri(sensor.gateway, "obs", sensor.local, str(ms))
-
-
-def decimal_lexical(value: float) -> str:
-    """The shortest xsd:decimal lexical form of a float: no exponent, no trailing ``.0``."""
-    text = repr(float(value))
-    if "e" in text or "E" in text:
-        text = f"{float(value):.15f}".rstrip("0")
-    if text.endswith(".0"):
-        text = text[:-2]
-    text = text.rstrip(".")
-    return "0" if text in ("-0", "") else text
 
 
 def iso_time(ms: int) -> str:

@@ -22,8 +22,10 @@ import zlib
 from datetime import datetime, timezone
 from typing import Any, Callable
 
+from edgewave.shared.decimal_lexical import decimal_lexical
+
 from .fleet import Message, to_message
-from .observation import Reading, decimal_lexical
+from .observation import Reading
 
 __all__ = ["DEFAULT_FORMAT", "FORMATS", "device_message", "encoder", "to_format_message"]
 

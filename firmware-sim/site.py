@@ -11,12 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from edgewave.shared import vocab
+from edgewave.shared.decimal_lexical import decimal_lexical
 from edgewave.shared.ntriples import make_literal
 from edgewave.shared.topics import sensor_topic
 
 from . import domain
 from .config import GatewaySettings
-from .observation import decimal_lexical
 from .sensors import KINDS, SensorKind
 
 Triple = tuple[str, str, str]

@@ -26,10 +26,11 @@ from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from typing import Any, Iterable
 
 from edgewave.shared import vocab
+from edgewave.shared.decimal_lexical import decimal_lexical
 from edgewave.shared.ntriples import make_literal
 
 from . import domain
-from .observation import Reading, decimal_lexical, result_term
+from .observation import Reading, result_term
 from .scenario import Silence
 from .sensors import KINDS
 from .site import Site

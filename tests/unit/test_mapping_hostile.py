@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 
 from edgewave.agent.mapping import (PRESETS, REASONS, MappingError, PayloadLimits, PayloadRejected, compile_mappings,
                                     preset_triples)
-from edgewave.shared import decimal_lexical as shared_decimal
 from edgewave.shared.ntriples import parse, parse_line, serialize
 
 ROUTES = [m for name in PRESETS for m in compile_mappings(
@@ -108,13 +107,6 @@ def test_many_values_in_a_template_are_bounded():
     with pytest.raises(PayloadRejected) as caught:
         route.map(payload, "any/a", 0)
     assert caught.value.reason == "too_many_triples"
-
-
-@given(st.floats(allow_nan=False, allow_infinity=False))
-def test_shared_decimal_lexical_is_the_simulators(value: float):
-    from edgewave.firmware_sim.observation import decimal_lexical as simulator_decimal
-
-    assert shared_decimal.decimal_lexical(value) == simulator_decimal(value)
 
 
 HEADER = """@prefix rml: <http://w3id.org/rml/> . @prefix ew: <https://edgewave.dev/ns#> .
