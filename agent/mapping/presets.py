@@ -2,8 +2,8 @@
 
 The presets live inside the package (``agent/mapping/ttl/``) so that they ship in the wheel
 as package data and are found the same way from a checkout and an installed agent or
-cloud; ``configs/mappings/`` holds the same files for users to read and copy, kept equal
-by a test. A preset carries no stream and no base IRI: ``preset_triples`` adds them (the
+cloud; ``configs/mappings/`` links to them, where users look for configuration to read and
+copy. A preset carries no stream and no base IRI: ``preset_triples`` adds them (the
 cloud's make-config, when it puts a preset into a gateway's document). Reading Turtle
 needs rdflib, which authoring tools have; the gateway compiles the N-Triples terms.
 """
