@@ -25,8 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence, TypeVar
 
-import sqlite_utils
-
 from edgewave.shared import clock
 from edgewave.agent.outbox_checkpoint import AUTOCHECKPOINT_PAGES, Checkpointer
 from edgewave.shared.sqlite_files import move_aside, open_checked
@@ -102,8 +100,7 @@ class Outbox:
             conn.execute("CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
                          "event_id TEXT NOT NULL, kind TEXT NOT NULL, created_ms INTEGER NOT NULL, "
                          "size INTEGER NOT NULL, payload BLOB NOT NULL)")
-            sqlite_utils.Database(conn)["counters"].create({"name": str, "value": int}, pk="name",
-                                                          if_not_exists=True)
+            conn.execute("CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER)")
             # A random id per file: the keys of uplink messages name it, so an acknowledgement
             # meant for a file since moved aside cannot delete the new file's rows.
             conn.execute("INSERT OR IGNORE INTO counters (name, value) VALUES ('outbox_id', ?)",
@@ -117,7 +114,6 @@ class Outbox:
         conn.execute(f"PRAGMA wal_autocheckpoint={AUTOCHECKPOINT_PAGES}")
         conn.execute(f"PRAGMA secure_delete={SECURE_DELETE}")
         self._conn = conn
-        self.db = sqlite_utils.Database(conn)
         totals = conn.execute("SELECT count(*), coalesce(sum(size), 0) FROM events").fetchone()
         self._depth, self._bytes = int(totals[0]), int(totals[1])
         self._counters = {row[0]: row[1] for row in conn.execute("SELECT name, value FROM counters")}

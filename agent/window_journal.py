@@ -62,7 +62,7 @@ import hashlib
 import logging
 import sqlite3
 from collections import Counter, deque
-from importlib import metadata
+from functools import cache
 from typing import TYPE_CHECKING, Callable, NamedTuple, Sequence
 
 import zstandard
@@ -136,8 +136,11 @@ class Packer:
         return self._decompressor.decompress(packed, max_output_size=self.max_bytes)
 
 
+@cache
 def engine_version() -> str:
-    """The agent's version: a journal written by another one is not replayed."""
+    """The agent's version: a journal written by another one is not replayed. Read once, and
+    importlib.metadata only then: importing it (email, zipfile, csv) is about 4 MB resident."""
+    from importlib import metadata
     try:
         return metadata.version("edgewave")
     except metadata.PackageNotFoundError:
