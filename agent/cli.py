@@ -9,6 +9,7 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 
 from edgewave.agent.config import AgentSettings, SettingsError, load_settings
 from edgewave.shared.log_format import setup_logging
@@ -42,6 +43,10 @@ def tune_garbage_collector() -> None:
     gc.set_threshold(young, middle, FULL_COLLECTION_EVERY)
 
 
+# How long `edgewave-agent status` waits for the running agent to rewrite its state file.
+STATUS_WAIT_S = 3.0
+
+
 # Entries per N-Triples token cache in the agent (the shared default is 65,536). A
 # gateway's messages repeat their vocabulary (predicates, sensors, properties, types: a
 # few hundred terms, learnt again within a message or two after a cache is emptied) but
@@ -66,6 +71,7 @@ def cmd_run(settings: AgentSettings) -> int:
     stop = threading.Event()
     stop_on_signals(logging.getLogger("edgewave.agent"), "agent", stop.set)
     signal.signal(signal.SIGHUP, lambda *_: agent.request_reload())
+    signal.signal(signal.SIGUSR1, lambda *_: agent.request_state_file())   # `edgewave-agent status`
     try:
         if not agent.wait_for_storage(stop):
             agent.stop()
@@ -94,8 +100,33 @@ def cmd_status(settings: AgentSettings) -> int:
         print(f"no state file at {path}: the agent has not run with this config", file=sys.stderr)
         return 1
     doc = read_state_file(path)
+    if doc.get("state") == "online" and process_alive(doc.get("pid")):
+        doc = fresh_state(path, doc)
     print(format_status(doc))
     return 0 if doc.get("state") == "online" and process_alive(doc.get("pid")) else 3
+
+
+def fresh_state(path: Path, doc: dict, timeout_s: float = STATUS_WAIT_S) -> dict:
+    """The running agent's state file, rewritten on request: the agent writes it only when
+    something changed, at most every ``status.state_file_interval_s``, so it may be that old.
+    SIGUSR1 asks for a current one; without the right to signal the agent (another user), or
+    if it does not answer in time, the file as it is (its age is printed)."""
+    from edgewave.agent.status import read_state_file
+
+    try:
+        os.kill(int(doc["pid"]), signal.SIGUSR1)
+    except (OSError, ValueError):
+        return doc
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        try:
+            newer = read_state_file(path)
+        except (OSError, ValueError):
+            continue
+        if newer.get("time", 0) > doc.get("time", 0):
+            return newer
+    return doc
 
 
 def cmd_rollback(settings: AgentSettings) -> int:

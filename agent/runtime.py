@@ -244,6 +244,11 @@ class Agent:
         self.configs.resend_ack()
         self._status_requested.set()
 
+    def request_state_file(self) -> None:
+        """Write the state file now (``edgewave-agent status`` asks, by SIGUSR1); signal-safe."""
+        if self.reporter is not None:
+            self.reporter.request_state_file()
+
     def request_reload(self) -> None:
         """Re-read the config store (after ``edgewave-agent rollback``), on the engine thread."""
         self._enqueue(Reload())

@@ -2,10 +2,14 @@
 
 The same snapshot goes to the retained ``ew/<gateway>/status`` message (every
 ``status.interval_s``, and at once on connect and on config changes) and to a small
-JSON state file in the data directory (every ``status.local_interval_s``), which
-``edgewave-agent status`` prints. The Last Will is the same message with
-``state: offline``, so a gateway that vanishes shows as offline. ``StatusReporter`` is
-the status thread's work: it reads the other parts' figures, never their locks.
+JSON state file in the data directory, which ``edgewave-agent status`` prints. The
+status lives in memory and travels over MQTT; the file is written only when something in
+it changed, at most every ``status.state_file_interval_s`` (a rewrite is a new block on
+the gateway's SD card), and at once when the config changes, at start and stop, and when
+``edgewave-agent status`` asks for it (SIGUSR1, ``request_state_file``). The Last Will is
+the same message with ``state: offline``, so a gateway that vanishes shows as offline.
+``StatusReporter`` is the status thread's work: it reads the other parts' figures, never
+their locks.
 """
 from __future__ import annotations
 
@@ -195,9 +199,18 @@ class StatusReporter:
         self.state_path = settings.data_path(settings.status.state_file)
         self._now = requested if requested is not None else threading.Event()
         self._state_file_failing = False
+        self._saved: tuple | None = None        # what the state file holds (``_content``), once written
+        self._saved_at = float("-inf")          # when (monotonic)
+        self._save_asked = False                # `edgewave-agent status` is waiting for a fresh file
 
     def request(self) -> None:
         """Publish at the next chance (a connect, a config change, a key rotation)."""
+        self._now.set()
+
+    def request_state_file(self) -> None:
+        """Write the state file now (``edgewave-agent status`` asks, by SIGUSR1, for a current
+        one); safe in a signal handler: it only sets a flag and an event."""
+        self._save_asked = True
         self._now.set()
 
     def document(self, state: str = "online") -> dict[str, Any]:
@@ -247,16 +260,23 @@ class StatusReporter:
         return doc
 
     def run(self, stopping: threading.Event, housekeeping: Callable[[], None]) -> None:
-        """The status thread: ``housekeeping`` (the disk's) and the state file every
-        ``local_interval_s``; the status message every ``interval_s`` or when requested. A
-        disk that refuses writes must not silence the status message: that is where the
-        operator sees it (``outbox.unwritten``)."""
+        """The status thread: ``housekeeping`` (the disk's) every ``local_interval_s``, the
+        state file when due (``save_if_due``); the status message every ``interval_s`` or when
+        requested. A disk that refuses writes must not silence the status message: that is
+        where the operator sees it (``outbox.unwritten``)."""
         s = self.settings.status
         next_publish = next_local = 0.0
+        pending = False          # a status message was asked for and has not gone out yet
         while not stopping.is_set():
             now = time.monotonic()
-            publish = self._now.is_set() or now >= next_publish
-            if publish or now >= next_local:
+            requested = self._now.is_set()
+            self._now.clear()
+            pending = pending or requested
+            connected = self.cloud is not None and self.cloud.connected.is_set()
+            # Disconnected, a due message waits for the connect (which sets the event) instead
+            # of the thread spinning on it: the loop runs every local_interval_s meanwhile.
+            publish = connected and (pending or now >= next_publish)
+            if publish or requested or now >= next_local:
                 next_local = now + s.local_interval_s
                 try:
                     housekeeping()
@@ -264,16 +284,17 @@ class StatusReporter:
                     log.exception("status event=error")
                 try:
                     doc = self.document()
-                    self.save(doc)
-                    if publish and self.cloud is not None and self.cloud.connected.is_set():
-                        self._now.clear()
+                    self.save_if_due(doc, now=requested)
+                    if publish and self.cloud is not None:
+                        pending = False
                         # publish_soon: the network thread may be waiting for a lock held here
                         self.cloud.publish_soon(topics.status_topic(self.gateway), encode_status(doc), qos=1,
                                                 retain=True)
                         next_publish = now + s.interval_s
                 except Exception:
                     log.exception("status event=error")
-            self._now.wait(timeout=max(0.05, min(next_local, next_publish) - time.monotonic()))
+            wake = min(next_local, next_publish) if connected else next_local
+            self._now.wait(timeout=max(0.05, wake - time.monotonic()))
 
     def say_offline(self) -> None:
         """At a graceful stop: the final ``offline`` document, published and written."""
@@ -287,14 +308,44 @@ class StatusReporter:
                 pass
         self.save(final)
 
-    def save(self, doc: dict[str, Any]) -> None:
-        """The state file for ``edgewave-agent status``; a disk that refuses it is logged once
-        per episode and holds up nothing else."""
+    def save_if_due(self, doc: dict[str, Any], now: bool = False) -> bool:
+        """Write the state file if ``now`` (a config change, a connect, a request), or if
+        something in it changed and ``state_file_interval_s`` passed since the last write.
+        An idle gateway's document changes only in its clock fields, so it is not written
+        at all. Returns whether it wrote."""
+        content = _content(doc)
+        if self._save_asked:
+            self._save_asked, now = False, True
+        if not now:
+            if content == self._saved:
+                return False
+            if time.monotonic() - self._saved_at < self.settings.status.state_file_interval_s:
+                return False
+        return self.save(doc, content)
+
+    def save(self, doc: dict[str, Any], content: tuple | None = None) -> bool:
+        """The state file for ``edgewave-agent status``, now; a disk that refuses it is logged
+        once per episode and holds up nothing else. Returns whether it was written."""
         try:
             write_state_file(self.state_path, doc)
         except OSError as exc:
             if not self._state_file_failing:
                 log.error("status event=state_file_failed path=%s error=%r", self.state_path, str(exc))
             self._state_file_failing = True
-        else:
-            self._state_file_failing = False
+            return False
+        self._state_file_failing = False
+        self._saved = _content(doc) if content is None else content
+        self._saved_at = time.monotonic()
+        return True
+
+
+# Fields that change with the clock alone: a document that differs only in them is not news.
+_CLOCK_FIELDS = frozenset({"time"})
+_CLOCK_OUTBOX_FIELDS = frozenset({"oldestAgeMs", "oldestUnlandedAgeMs"})
+
+
+def _content(doc: dict[str, Any]) -> tuple:
+    """What a state file says apart from the clock: compared to skip writing the same again."""
+    outbox = doc.get("outbox") or {}
+    return (json.dumps({k: v for k, v in doc.items() if k not in _CLOCK_FIELDS and k != "outbox"}, sort_keys=True),
+            json.dumps({k: v for k, v in outbox.items() if k not in _CLOCK_OUTBOX_FIELDS}, sort_keys=True))

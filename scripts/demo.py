@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         agent_yaml, local, _ = installed_gateway(rig, "gw1", work)
         brokers.append(local)
         settings = yaml.safe_load(agent_yaml.read_text())
-        settings.update(status={"interval_s": 5})
+        settings.update(status={"interval_s": 5, "state_file_interval_s": 1})   # the counters printed at the end
         agent_yaml.write_text(yaml.safe_dump(settings))
         cloud_yaml = rig.config
         say(f"brokers: gateway-local {local.url} (users agent, sensors), cloud 127.0.0.1:{rig.tls_port} (TLS) "

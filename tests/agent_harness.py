@@ -315,7 +315,7 @@ class AgentProcess:
             "local": {"host": local.host, "port": local.port},
             "cloud": {"host": cloud.host, "port": cloud.port},
             "reconnect": {"min_delay_s": 0.1, "max_delay_s": 1.0},
-            "status": {"interval_s": 2, "local_interval_s": 0.2},
+            "status": {"interval_s": 2, "local_interval_s": 0.2, "state_file_interval_s": 0.2},
             "significance": {"max_rate_per_s": 100, "max_silence_s": 3600},
             "outbox": {"resend_after_s": 3},
             "config": {"key": KEY},

@@ -300,7 +300,7 @@ def point_at_local_broker(config: Path, port: int) -> None:
     settings = yaml.safe_load(config.read_text())
     settings["local"]["port"] = port
     settings["reconnect"] = {"min_delay_s": 0.1, "max_delay_s": 1.0}
-    settings["status"] = {"interval_s": 2, "local_interval_s": 0.2}
+    settings["status"] = {"interval_s": 2, "local_interval_s": 0.2, "state_file_interval_s": 0.2}
     config.write_text(yaml.safe_dump(settings))
 
 

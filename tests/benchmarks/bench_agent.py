@@ -408,7 +408,7 @@ def start_agent(work: Path, gateway: str, local: MosquittoBroker, cloud: Mosquit
     settings = {
         "gateway": gateway, "data_dir": str(work / f"data-{gateway}"), "log_level": "WARNING",
         "local": {"host": local.host, "port": local.port}, "cloud": {"host": cloud.host, "port": cloud.port},
-        "status": {"interval_s": 5, "local_interval_s": 0.5},
+        "status": {"interval_s": 5, "local_interval_s": 0.5, "state_file_interval_s": 0.5},
         "outbox": {"max_rate_per_s": 20000, "max_inflight": 500},
         "input": {"queue_max": 200000},
         "config": {"key": "bench-key", "bootstrap": str(bootstrap)},

@@ -68,7 +68,7 @@ def run(work: Path, document: Path, significance: bool, speed: float) -> dict:
     settings["local"].update(host=local.host, port=local.port)
     settings["cloud"].update(host=cloud.host, port=cloud.port)
     settings["config"].update(key=KEY, bootstrap=str(document))
-    settings["status"]["local_interval_s"] = 0.5
+    settings["status"].update(local_interval_s=0.5, state_file_interval_s=0.5)
     settings.setdefault("significance", {})["enabled"] = significance
     agent.config_path.write_text(yaml.safe_dump(settings))
     agent.start()

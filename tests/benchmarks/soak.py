@@ -92,7 +92,7 @@ PAGE_MB = os.sysconf("SC_PAGE_SIZE") / (1024 * 1024)
 # The agent as shipped (configs/agent.yaml) where tests/agent_harness.py picks faster test values.
 SHIPPED_AGENT = {
     "reconnect": {"min_delay_s": 0.5, "max_delay_s": 30.0},
-    "status": {"interval_s": 30, "local_interval_s": 2},
+    "status": {"interval_s": 30, "local_interval_s": 2, "state_file_interval_s": 2},
     "significance": {"max_rate_per_s": 1.0, "max_silence_s": 300},
     "outbox": {"resend_after_s": 10},
 }

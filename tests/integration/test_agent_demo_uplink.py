@@ -28,7 +28,8 @@ def shipped_settings(work: Path, local, cloud) -> dict:  # noqa: ANN001
     settings["local"].update(host=local.host, port=local.port)
     settings["cloud"].update(host=cloud.host, port=cloud.port)
     settings["config"].update(key=KEY, bootstrap=str(REPO / "configs/gateway-config.trig"))
-    settings["status"]["local_interval_s"] = 0.5      # the state file the counters are read from
+    # the state file the counters are read from, kept current
+    settings["status"].update(local_interval_s=0.5, state_file_interval_s=0.5)
     return settings
 
 
