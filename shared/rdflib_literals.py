@@ -24,7 +24,8 @@ __all__ = ["literals_as_written"]
 
 # rdflib's switch is a module global; the lock keeps two parsing threads from restoring it
 # out of order. Code that builds rdflib literals meanwhile in another thread sees it off too.
-_LOCK = threading.Lock()
+# Reentrant: a parse inside another (a document's part read while the document is) nests.
+_LOCK = threading.RLock()
 _TERM_LOGGER = logging.getLogger("rdflib.term")
 
 

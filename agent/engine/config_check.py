@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Callable
 
 from edgewave.shared.alert_text import AlertText, TemplateError, check_alert_text
 from edgewave.shared.configdoc import ConfigDocument, ConfigRejected, DocumentLimits, load_config_document
-from edgewave.shared.topics import TopicError, check_topic_filter, filters_overlap
+from edgewave.shared.topics import filters_overlap
 
 from .engine import Engine
 from .per_instance.front import InstanceQuery, parse_for_evaluation
@@ -146,9 +146,9 @@ def check_config_document(text: str, fmt: str, *, limits: DocumentLimits | None 
 def check_mappings(doc: ConfigDocument) -> tuple[CompiledMapping, ...]:
     """The document's payload mappings, compiled; raises ConfigRejected naming what is wrong.
 
-    Besides what the mapping compiler refuses, each mapping must name the stream its
-    observations enter, and a topic filter a gateway may subscribe to that no other mapping's
-    overlaps (a message would otherwise reach two mappings, or one twice)."""
+    Besides what the mapping compiler refuses (a topic filter a gateway may not subscribe to
+    among it), each mapping must name the stream its observations enter, and no two mappings'
+    topic filters may overlap (a message would otherwise reach two mappings, or one twice)."""
     if not doc.mappings:
         return ()
     from edgewave.agent.mapping import MappingError, compile_mappings   # only documents with mappings need it
@@ -156,11 +156,7 @@ def check_mappings(doc: ConfigDocument) -> tuple[CompiledMapping, ...]:
         mappings = tuple(compile_mappings(doc.mappings))
     except MappingError as exc:
         raise ConfigRejected(f"mapping rejected: {exc}") from exc
-    for index, mapping in enumerate(mappings):
-        try:
-            check_topic_filter(mapping.topic_filter)
-        except TopicError as exc:
-            raise ConfigRejected(f"mapping {mapping.name}: {exc}") from exc
+    for index, mapping in enumerate(mappings):      # each topic filter checked by the compiler
         if mapping.stream is None:
             raise ConfigRejected(f"mapping {mapping.name} names no stream: its source needs ew:stream <IRI>")
         for other in mappings[:index]:

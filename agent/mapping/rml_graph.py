@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from edgewave.shared.ntriples import is_blank, is_iri, is_literal, literal_parts
+from edgewave.shared.topics import TopicError, check_topic_filter
 
 from . import vocabulary as v
 from .errors import MappingError
@@ -105,13 +106,11 @@ def _string(graph: _Graph, node: str, predicate: str, where: str) -> str | None:
 
 
 def _check_topic_filter(topic: str, where: str) -> str:
-    segments = topic.split("/")
-    if not topic or "\x00" in topic or len(topic.encode("utf-8")) > 65535:
-        raise MappingError(f"{where}: topic filter {topic!r} is not an MQTT topic filter")
-    for i, segment in enumerate(segments):
-        if ("+" in segment and segment != "+") or ("#" in segment and (segment != "#" or i != len(segments) - 1)):
-            raise MappingError(f"{where}: topic filter {topic!r}: '+' and '#' must be whole segments, '#' the last")
-    return topic
+    """The MQTT rules and edgewave's (shared/topics.py), as a MappingError naming the triples map."""
+    try:
+        return check_topic_filter(topic)
+    except TopicError as exc:
+        raise MappingError(f"{where}: {exc}") from None
 
 
 _SOURCE_PREDICATES = {v.TOPIC_FILTER, v.PAYLOAD_FORMAT, v.STREAM, v.BASE_IRI, v.TIME_REFERENCE, v.NAME}

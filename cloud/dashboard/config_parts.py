@@ -18,7 +18,7 @@ import rdflib
 from edgewave.shared import vocab
 from edgewave.shared.alert_text import AlertText
 from edgewave.shared.configdoc import (ConfigRejected, DocumentLimits, SignificanceRule, build_config_document,
-                                       check_document, load_config_document)
+                                       canonical_triples, check_document, load_config_document)
 from edgewave.shared.ntriples import parse_lines
 from edgewave.shared.rdflib_literals import literals_as_written
 
@@ -64,24 +64,9 @@ class PartError(ValueError):
         self.part, self.reason, self.index = part, reason, index
 
 
-def _canonical(triples: Iterable[tuple[str, str, str]], blank: str) -> list[tuple[str, str, str]]:
-    """``triples`` sorted, their blank nodes renamed ``_:<blank>0``, ``_:<blank>1``, ... in that order (a
-    parser names them anew each time), so one graph written twice reads the same."""
-    def masked(t: tuple[str, str, str]) -> tuple[str, ...]:
-        return tuple("_:" if term.startswith("_:") else term for term in t)
-
-    names: dict[str, str] = {}
-
-    def name(term: str) -> str:
-        return names.setdefault(term, f"_:{blank}{len(names)}") if term.startswith("_:") else term
-
-    ordered = sorted(set(triples), key=lambda t: (masked(t), t))
-    return sorted({(name(s), name(p), name(o)) for s, p, o in ordered})
-
-
 def triples_text(triples: Iterable[tuple[str, str, str]], blank: str = "b") -> str:
     """Triples as N-Triples lines, in the canonical order."""
-    return "".join(f"{s} {p} {o} .\n" for s, p, o in _canonical(triples, blank))
+    return "".join(f"{s} {p} {o} .\n" for s, p, o in canonical_triples(triples, blank))
 
 
 def _rule_fields(rule: SignificanceRule) -> list[str]:
@@ -170,10 +155,10 @@ def parse_significance(text: str) -> list[SignificanceRule]:
 def assemble(parts: Parts) -> str:
     """The TriG document the parts make (build_config_document), patterns by name; PartError names a part
     that cannot go in. Whether the document is valid is check_config_document's to say."""
-    schema = _canonical(parse_triples(parts.schema, SCHEMA), "s")
-    static = _canonical(parse_triples(parts.static, STATIC), "t")
+    schema = canonical_triples(parse_triples(parts.schema, SCHEMA), "s")
+    static = canonical_triples(parse_triples(parts.static, STATIC), "t")
     rules = parse_significance(parts.significance)
-    mappings = _canonical(parse_triples(parts.mappings, MAPPINGS), "m")
+    mappings = canonical_triples(parse_triples(parts.mappings, MAPPINGS), "m")
     pairs: list[tuple[str, str]] = []
     alerts: dict[str, AlertText] = {}
     reports: dict[str, str] = {}

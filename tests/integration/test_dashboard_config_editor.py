@@ -250,3 +250,41 @@ def test_the_parts_requests_are_bounded_and_need_the_csrf_token(browser, rig):
         assert [v for v, _ in pushes(rig)] in ([1], [1, 2])          # nothing new from these
     finally:
         ctx.close()
+
+
+def test_an_operator_adds_a_device_mapping_as_a_part_and_the_configuration_page_lists_its_topic(browser, rig):
+    from edgewave.agent.mapping import preset_triples
+    from edgewave.cloud.dashboard.config_parts import mappings_text
+
+    applied = max(version for version, status in pushes(rig) if status == "applied")
+    mapping = mappings_text(preset_triples("zigbee2mqtt", stream=f"{EX}stream/alarm", base_iri=f"{EX}gw1/"))
+    ctx, page = logged_in(browser, rig, "alice")
+    try:
+        page.goto("/gateways/gw1/config")
+        assert "No mappings" in page.locator("section.card").first.inner_text()
+        page.goto("/gateways/gw1/config/parts")
+        wait_state(page, "valid")
+        box = page.locator("textarea[name=mappings]")
+        box.fill(mapping.replace('"zigbee2mqtt/+"', '"zigbee2mqtt/+/#/x"'))     # not an MQTT topic filter
+        wait_state(page, "invalid")
+        said = page.locator("[data-part=mappings] .part-error").inner_text()
+        assert "'#' must be a whole level, the last one" in said and "zigbee2mqtt" in said
+        box.fill(mapping)
+        wait_state(page, "valid")
+        page.click("#push-parts")
+        page.wait_for_url(re.compile(r"/gateways/gw1/config\?pushed=1$"))
+        wait_for(lambda: (applied + 1, "applied") in pushes(rig), 60, "the agent to apply the mapping")
+        wait_for(lambda: "zigbee2mqtt/+" in rig.agent.log(), 20, "the agent to subscribe to the mapping's topic")
+        page.goto("/gateways/gw1/config")
+        rows = page.locator("#mappings-table tbody tr")
+        assert rows.count() == 1
+        assert [c.strip() for c in rows.first.locator("td").all_inner_texts()][:3] == ["zigbee2mqtt/+", "json",
+                                                                                       "zigbee2mqtt"]
+        # the editor shows the mapping back as its part, and the same parts make no difference
+        page.goto("/gateways/gw1/config/parts")
+        assert "zigbee2mqtt/+" in page.locator("textarea[name=mappings]").input_value()
+        wait_state(page, "valid")
+        page.click("#show-diff")
+        page.wait_for_selector("#parts-diff .parts-diff[data-diff-lines='0']")
+    finally:
+        ctx.close()
