@@ -3,8 +3,8 @@
 A message on ``ew/in/<stream>/<sensor>`` is one event (docs/ARCHITECTURE.md): one or more
 N-Triples lines. A message on any other topic is a device's own payload (JSON, SenML,
 plain text), turned into triples by the config document's mapping whose topic filter it
-matches (agent/mapping/, docs/mappings.md). Either is accepted whole or not at all — feeding half an event to the
-engine could complete a pattern the sensor never reported. Rejections are counted by
+matches (agent/mapping/, docs/mappings.md). Either is accepted whole or not at all —
+feeding half an event to the engine could complete a pattern the sensor never reported. Rejections are counted by
 reason and logged at most once per sensor per minute (the line says how many were
 suppressed since), so a sensor stuck in a loop of bad output cannot flood the log or
 stop the agent.
@@ -78,7 +78,8 @@ def deepest_quoted(lines: Sequence[str], limit: int) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class SensorEvent:
-    """An accepted message: the stream IRI term (``<...>``), the sensor segment, its triples."""
+    """An accepted message: the stream IRI term (``<...>``), the sensor segment (a device
+    payload's topic), its triples."""
 
     stream: str
     sensor: str

@@ -309,7 +309,8 @@ class MqttLink:
                      ",".join(t for t, _ in self.subscriptions))
 
     def _handle_unsubscribe(self, client, userdata, mid, reason_codes, properties) -> None:  # noqa: ANN001
-        log.info("mqtt link=%s event=unsubscribed topics=%s", self.name, ",".join(t for t, _ in self.subscriptions))
+        log.info("mqtt link=%s event=unsubscribed still_subscribed=%s", self.name,
+                 ",".join(t for t, _ in self.subscriptions))
 
     def _handle_publish(self, client, userdata, mid, reason_code, properties) -> None:  # noqa: ANN001
         if self.on_published:
