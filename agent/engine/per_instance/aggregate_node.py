@@ -7,6 +7,7 @@ there is one group, present even when empty (``COUNT(*)`` of an empty window is 
 """
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any, Callable, Optional, Sequence
 
 from .aggregates import Aggregate, make_aggregate
@@ -17,16 +18,46 @@ class AggregateSpec:
     """One aggregate of the query: its function, DISTINCT, its argument, its result variable."""
 
     def __init__(self, function: str, distinct: bool, argument: Callable[[Row], Any] | None,
-                 variable: str, separator: str = " ", by_value: bool = False):
+                 variable: str, separator: str = " ", by_value: bool = False,
+                 reads: Optional[Sequence[int]] = None):
         self.function = function
         self.distinct = distinct
         self.argument = argument  # None: COUNT(*), whose value is the solution itself
+        # The row slots the argument reads (None: unknown). The rows of one solution joined
+        # with several groups' keys come one after another and share those slots, so the
+        # node computes the argument once for the run (expressions are deterministic).
+        self.reads = None if reads is None else tuple(reads)
         self.variable = variable
         self.separator = separator
         self.by_value = by_value  # the argument gives a Python value (None for an error), not a term
 
     def state(self) -> Aggregate:
         return make_aggregate(self.function, self.distinct, self.separator, self.by_value)
+
+
+_NOTHING = object()  # no argument read yet
+
+
+def _slots_reader(positions: tuple[int, ...]) -> Callable[[Row], Any]:
+    if not positions:
+        return lambda row: ()
+    if len(positions) == 1:
+        only = positions[0]
+        return lambda row: row[only]
+    return itemgetter(*positions)
+
+
+def _key_reader(keys: tuple, child: Node) -> Callable[[Row], tuple]:
+    """The group key of a row: the keys' values, read straight off the row's slots when
+    every key is a plain variable (``keys`` then carry ``.slot``), else computed."""
+    slots = [getattr(k, "slot", None) for k in keys]
+    if keys and None not in slots:
+        if len(slots) == 1:
+            only = slots[0]
+            return lambda row: (row[only],)
+        take = itemgetter(*slots)
+        return lambda row: take(row)
+    return lambda row: tuple(k(row) for k in keys)
 
 
 class _Group:
@@ -45,6 +76,9 @@ class AggregateNode(Node):
         self.specs = tuple(specs)
         self.implicit = implicit  # no GROUP BY: one group, reported even when empty
         self.groups: dict[tuple, _Group] = {}
+        self._key = _key_reader(self.keys, child)
+        self._arguments = [(spec.argument, None if spec.reads is None or spec.argument is None
+                            else _slots_reader(spec.reads)) for spec in self.specs]
         child.connect(self.left_activation)
         self.inputs = (child,)
 
@@ -55,15 +89,33 @@ class AggregateNode(Node):
         return f"aggregate, {groups}: {computed}"
 
     def left_activation(self, delta: Delta) -> None:
-        keys, specs, groups = self.keys, self.specs, self.groups
+        groups, specs, key_of = self.groups, self.specs, self._key
+        arguments = self._arguments
+        n = len(arguments)
+        last_read: list = [_NOTHING] * n  # per aggregate: the slots its argument last read ...
+        last_value: list = [None] * n  # ... and the value it gave
+        values: list = [None] * n
         for row, weight in delta:
-            key = tuple(k(row) for k in keys)
+            key = key_of(row)
             group = groups.get(key)
             if group is None:
                 group = groups[key] = _Group(specs)
             group.weight += weight
-            for spec, state in zip(specs, group.states):
-                state.add(row if spec.argument is None else spec.argument(row), weight)
+            for i in range(n):
+                argument, read = arguments[i]
+                if argument is None:
+                    values[i] = row
+                elif read is None:
+                    values[i] = argument(row)
+                else:
+                    reads = read(row)
+                    if reads != last_read[i]:
+                        last_read[i] = reads
+                        last_value[i] = argument(row)
+                    values[i] = last_value[i]
+            states = group.states
+            for i in range(n):
+                states[i].add(values[i], weight)
             if group.weight == 0:
                 del groups[key]
 

@@ -35,6 +35,8 @@ class Aggregate(ABC):
     def __init__(self, distinct: bool):
         self.distinct = distinct
         self.values: dict = {}
+        if not (distinct or self.keeps_values):
+            self.add = self.include  # nothing to keep per value: straight to the function's state
 
     def add(self, value: Optional[str], weight: int) -> None:
         if not (self.distinct or self.keeps_values):

@@ -118,7 +118,11 @@ class Compiler:
         child = self.pattern(group.p, self.default_dataset)
         keys = []
         for key in group.expr or ():
-            keys.append(filters.compile_term(expression(key), child.slots))
+            tree = expression(key)
+            compiled = filters.compile_term(tree, child.slots)
+            if tree[0] == "var" and tree[1] in child.slots:
+                compiled.slot = child.slots[tree[1]]  # a plain variable: the node reads the slot
+            keys.append(compiled)
         specs = []
         for aggregate in node.A:
             function = aggregate.name[len("Aggregate_"):]
@@ -126,12 +130,13 @@ class Compiler:
                 raise UnsupportedQuery(f"aggregate {function.upper()} is not supported")
             distinct = aggregate.get("distinct") == "DISTINCT"
             by_value = function in BY_VALUE and not distinct
-            argument = None
+            argument, reads = None, None
             if aggregate.vars != "*":
                 tree = expression(aggregate.vars)
                 argument = _value_of(tree, child.slots) if by_value else filters.compile_term(tree, child.slots)
+                reads = sorted(child.slots[v] for v in filters.variables_of(tree) if v in child.slots)
             separator = str(aggregate.separator) if aggregate.get("separator") is not None else " "
-            specs.append(AggregateSpec(function, distinct, argument, str(aggregate.res), separator, by_value))
+            specs.append(AggregateSpec(function, distinct, argument, str(aggregate.res), separator, by_value, reads))
         return AggregateNode(child, keys, specs, implicit=not group.expr)
 
     # ---------------------------------------------------------------- graph patterns
