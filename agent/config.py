@@ -74,6 +74,16 @@ class OutboxSettings:
     synchronous: str = "NORMAL"      # SQLite synchronous; FULL survives power loss too
     # Events the disk refused, kept in memory meanwhile; 0: dropped at once.
     unwritten_max_bytes: int = setting(8 * 1024 * 1024, minimum=0)
+    # A sensor message that made no match waits this long, unacknowledged, for others to share
+    # its commit (its journal row, its significant observations); a match never waits. Every
+    # commit appends its pages to the WAL whole: fewer commits, fewer bytes on the card. At
+    # most 16 messages wait (below Mosquitto's 20 in flight). 0: every such message commits alone.
+    group_commit_s: float = setting(5.0, minimum=0.0, maximum=10.0,
+                                    why="the messages waiting stay unacknowledged with the local broker")
+    # The WAL is copied into the outbox file at most this often (or every 1,000 commits): each
+    # copy rewrites the pages still filling, so a rarer copy writes less. The WAL holds what
+    # was committed since, and a restart after a crash reads it: nothing is lost either way.
+    checkpoint_interval_s: float = setting(300.0, minimum=1.0, maximum=3600.0)
 
 
 _CLOUD_LIMITS = EventLimits()   # what the cloud's ingest takes by default (cloud.yaml ingest.limits)

@@ -25,8 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence, TypeVar
 
+import zstandard
+
 from edgewave.shared import clock
-from edgewave.agent.outbox_checkpoint import AUTOCHECKPOINT_PAGES, Checkpointer
+from edgewave.agent.outbox_checkpoint import AUTOCHECKPOINT_PAGES, CHECKPOINT_EVERY_S, Checkpointer
 from edgewave.shared.sqlite_files import move_aside, open_checked
 
 log = logging.getLogger("edgewave.agent.outbox")
@@ -57,11 +59,15 @@ class OutboxStats:
     refused: int
 
 
-# A new file's page size. Every commit appends each page it changed to the WAL, whole, and a
-# sensor message that made no event changes one (the journal's, window_journal.py): 1 kB
-# pages write a quarter of what SQLite's default 4 kB do. An event row of more than about
-# 1 kB continues on an overflow page. Existing files keep the page size they were made with.
-PAGE_SIZE = 1024
+# A new file's page size. Every commit appends each page it changed to the WAL, whole: the
+# leaf a journal row went into (window_journal.py), the journal's interior page and the
+# file's header when a leaf is added, the events' leaf and their sequence numbers. Most of
+# these pages change by a few hundred bytes a commit, so smaller pages write less: at the
+# demo's pace 512-byte pages wrote a fifth less than 1 kB ones (which wrote a quarter of
+# SQLite's default 4 kB). A journal row (about 230 bytes) and a packed significant event
+# (about 300) fit a leaf; a match with its evidence continues on overflow pages. Existing
+# files keep the page size they were made with.
+PAGE_SIZE = 512
 # Debian's SQLite overwrites deleted content with zeros (SECURE_DELETE), so deleting the
 # acknowledged events wrote every page they had freed again: 1.4 ms at the median and 10 ms
 # at p99 for a PUBACK batch of about 200 events, on the network thread (bench_agent at
@@ -72,12 +78,69 @@ SECURE_DELETE = "FAST"
 
 _INSERT = "INSERT INTO events (event_id, kind, created_ms, size, payload) VALUES (?, ?, ?, ?, ?)"
 
+# Event payloads are stored compressed (zstd against a dictionary of what events repeat: the
+# JSON-LD @context, field names, SOSA terms). A significant observation's 1.3 kB of JSON took
+# two overflow pages, so every event allocated pages on insert and freed them on delete, each
+# time rewriting the file's header page and the freelist's: on a card, about 11 pages (each
+# appended whole to the WAL) per event stored and landed, against 3 for the ~300 bytes it now
+# takes in its leaf. A stored payload starts with PACKED_V1; JSON (older files) with "{".
+# The dictionary is part of that tag: a new one needs a new tag, and the old one stays to read.
+PACKED_V1 = b"\x01"
+PACK_LEVEL = 3
+_EVENT_DICTIONARY = (   # frozen with PACKED_V1; never change it
+    '{"@context":{"ew":"https://edgewave.dev/ns#","xsd":"http://www.w3.org/2001/XMLSchema#","id":"@id","t'
+    'ype":"@type","Match":"ew:Match","Significant":"ew:Significant","Instance":"ew:InstanceResult","gatew'
+    'ay":"ew:gateway","pattern":"ew:pattern","kind":"ew:kind","windowStart":{"@id":"ew:windowStart","@typ'
+    'e":"xsd:long"},"windowEnd":{"@id":"ew:windowEnd","@type":"xsd:long"},"emittedAt":{"@id":"ew:emittedA'
+    't","@type":"xsd:long"},"bindings":{"@id":"ew:binding","@container":"@set"},"variable":"ew:variable",'
+    '"value":"ew:value","triples":{"@id":"ew:triple","@container":"@list"},"sensor":"ew:sensor","property'
+    '":"ew:property","result":"ew:result","entailed":{"@id":"ew:entailed","@container":"@set"},"triple":"'
+    'ew:statement","from":"ew:entailedFrom","axioms":{"@id":"ew:axiom","@container":"@list"},"operator":"'
+    'ew:streamOperator","rows":{"@id":"ew:row","@container":"@list"},"expected":{"@id":"ew:expected","@co'
+    'ntainer":"@list"},"derivedFrom":{"@id":"ew:derivedFrom","@type":"@id","@container":"@set"}},"id":"ur'
+    'n:edgewave:event:","type":"Significant","gateway":"","pattern":"","kind":"significant","windowStart"'
+    ':,"windowEnd":,"emittedAt":,"bindings":[{"variable":"","value":"<http://example.org/"}],"triples":["'
+    '<http://www.w3.org/ns/sosa/Observation> <http://www.w3.org/ns/sosa/madeBySensor> '
+    '<http://www.w3.org/ns/sosa/observedProperty> <http://www.w3.org/ns/sosa/hasFeatureOfInterest> '
+    '<http://www.w3.org/ns/sosa/hasSimpleResult> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> '
+    '\\"^^<http://www.w3.org/2001/XMLSchema#decimal> ."],"sensor":"<","property":"<https://edgewave.dev/ns'
+    '#","result":"\\"^^<http://www.w3.org/2001/XMLSchema#decimal>","entailed":[{"triple":"","from":"","axi'
+    'oms":["<http://www.w3.org/2000/01/rdf-schema#subClassOf> '
+    '<http://www.w3.org/2000/01/rdf-schema#subPropertyOf> '
+    '"]}],"expected":null,"derivedFrom":null,"Match","match"}'
+).encode()
+
+
+class PayloadPacker:
+    """Packs event payloads as the outbox stores them and unpacks them (stored JSON as is).
+    One caller at a time (the outbox's lock): zstd contexts are not thread-safe."""
+
+    def __init__(self) -> None:
+        dictionary = zstandard.ZstdCompressionDict(_EVENT_DICTIONARY, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+        params = zstandard.ZstdCompressionParameters.from_level(
+            PACK_LEVEL, format=zstandard.FORMAT_ZSTD1_MAGICLESS, write_content_size=True,
+            write_checksum=False, write_dict_id=False)
+        self._compress = zstandard.ZstdCompressor(dict_data=dictionary, compression_params=params).compress
+        self._decompress = zstandard.ZstdDecompressor(dict_data=dictionary,
+                                                      format=zstandard.FORMAT_ZSTD1_MAGICLESS).decompress
+
+    def pack(self, payload: bytes) -> bytes:
+        """What the outbox stores: packed, unless that is no smaller (and cannot be misread)."""
+        packed = PACKED_V1 + self._compress(payload)
+        return packed if len(packed) < len(payload) or payload[:1] == PACKED_V1 else payload
+
+    def unpack(self, stored: bytes) -> bytes:
+        if stored[:1] == PACKED_V1:
+            return self._decompress(stored[1:])
+        return stored
+
 
 class Outbox:
     """The on-disk queue of events waiting for the cloud broker's PUBACK."""
 
     def __init__(self, path: str | os.PathLike[str], *, max_bytes: int, max_age_s: float,
-                 policy: str = DROP_OLDEST, synchronous: str = "NORMAL") -> None:
+                 policy: str = DROP_OLDEST, synchronous: str = "NORMAL",
+                 checkpoint_every_s: float = CHECKPOINT_EVERY_S) -> None:
         if policy not in (DROP_OLDEST, REFUSE_NEWEST):
             raise ValueError(f"unknown outbox policy {policy!r}")
         self.path = Path(path)
@@ -89,7 +152,8 @@ class Outbox:
         self._expiry_checked_ms = 0
         self.moved_aside: Path | None = None
         self.generation = 0      # bumped when the file was replaced: positions in it are void
-        self.checkpoints = Checkpointer(self.path, self.synchronous)   # outbox_checkpoint.py
+        self.checkpoints = Checkpointer(self.path, self.synchronous, checkpoint_every_s)   # outbox_checkpoint.py
+        self._packer = PayloadPacker()
         self._open()
 
     # -- opening and recovery --------------------------------------------------------------
@@ -191,7 +255,8 @@ class Outbox:
 
     def _insert(self, event_id: str, kind: str, payload: bytes, now_ms: int) -> int | None:
         """One event inside the caller's transaction: the age and size bounds, then the policy."""
-        size = len(payload)
+        size = len(payload)          # the event's own bytes, packed or not: what max_bytes counts
+        payload = self._packer.pack(payload)
         self._expire(now_ms)
         if self._bytes + size > self.max_bytes:
             if self.policy == REFUSE_NEWEST or size > self.max_bytes:
@@ -265,7 +330,12 @@ class Outbox:
             except sqlite3.DatabaseError as exc:
                 self._recover(exc)
                 return []
-        return [OutboxRow(r[0], r[1], r[2], r[3], bytes(r[4])) for r in rows]
+            return self._rows(rows)
+
+    def _rows(self, rows: list[tuple]) -> list[OutboxRow]:
+        """Rows as read, payloads unpacked (under the lock: the packer is not thread-safe)."""
+        unpack = self._packer.unpack
+        return [OutboxRow(r[0], r[1], r[2], r[3], unpack(bytes(r[4]))) for r in rows]
 
     def get(self, seqs: list[int]) -> list[OutboxRow]:
         """The rows still present among ``seqs``, oldest first."""
@@ -276,7 +346,7 @@ class Outbox:
             rows = self._conn.execute(
                 f"SELECT seq, event_id, kind, created_ms, payload FROM events WHERE seq IN ({marks}) ORDER BY seq",
                 seqs).fetchall()
-        return [OutboxRow(r[0], r[1], r[2], r[3], bytes(r[4])) for r in rows]
+            return self._rows(rows)
 
     def delete(self, seqs: list[int]) -> int:
         """Remove acknowledged events; already-gone rows are ignored. Returns how many went.

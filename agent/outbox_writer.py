@@ -13,21 +13,26 @@ With durable windows (window_journal.py), a sensor message's journal row goes in
 same transaction as its events, and waits with them: a message's acknowledgement is
 released only once both are on disk. A message that made no event still writes its row.
 
-**Group commit.** Each commit appends every page it changed to the WAL, whole, so a
-commit per message would write a page per message whatever its size. A message that made
-no event therefore waits for others to share its commit: its row joins the *group*, and
-its acknowledgement is held with the group's (so is that of any message behind it that
-needs no row: acknowledgements leave in arrival order). The group commits, and its
-acknowledgements go together right after, when
+**Group commit.** Each commit appends every page it changed to the WAL, whole (the events'
+leaf, the journal's, the table of sequence numbers, the file's header when a page is
+added), so a commit per message would write several pages per message whatever its size.
+A message that made no match therefore waits for others to share its commit: its journal
+row and its significant observations (which wait for company in the uplink anyway,
+``uplink.batch.linger_ms``) join the *group*, and its acknowledgement is held with the
+group's (so is that of any message behind it that needs no row: acknowledgements leave in
+arrival order). The group commits, and its acknowledgements go together right after, when
 
-- a message makes events: the group's rows go first in that message's transaction, so a
-  match is never delayed (and its events never wait);
+- a message makes a match (or an instance result): the group's rows and events go first
+  in that message's transaction, so a match is never delayed;
 - ``GROUP_MAX`` acknowledgements are held, below Mosquitto's default of 20 QoS 1 messages
   in flight to one client (``max_inflight_messages``): the broker never stops sending
   because of the group;
-- the first of the group waited ``GROUP_WAIT_S`` (``flush_due``, called by the engine thread
-  every ``POLL_S`` while idle, and at every message);
+- the first of the group waited ``outbox.group_commit_s`` (``flush_due``, called by the
+  engine thread every ``poll_s`` while idle, and at every message);
 - a config change, a stop, or the disk refusing (the group joins the waiting events).
+
+At the demo's pace (three messages a second, one significant observation in eight) a group
+wait of 0.1 s committed nearly every message alone; 2 s puts five or six in a commit.
 
 A local broker configured with fewer messages in flight (``max_inflight_messages 1`` for
 strict order) would stop sending while the group waits for more: a message arriving right
@@ -61,12 +66,12 @@ from edgewave.shared.events import encode_event
 log = logging.getLogger("edgewave.agent")
 
 REMINDER_EVERY_S = 60.0      # while the disk refuses events: one reminder a minute
-GROUP_WAIT_S = 0.1           # longest a message that made no event waits for a shared commit
 GROUP_MAX = 16               # acknowledgements (or rows) a group holds at most
-POLL_S = GROUP_WAIT_S / 2    # the engine thread's check of a waiting group (see flush_due)
+IDLE_POLL_S = 0.5            # the engine thread's wake-up with nothing waiting (Pipeline.idle's pace)
 STALL_S = 0.005              # a message this soon after a group committed by time: the broker waited for it
 STALL_RETRY_S = 60.0         # how long groups stay cut at what the broker lets through
 STALL_CONFIRM = 3            # groups in a row that show the same stall before groups are cut
+GROUPED_KINDS = frozenset({"significant"})   # events that may wait in a group; a match never does
 # Each event the outbox took (or holds in memory, or dropped and counted) is counted by kind.
 KIND_COUNTERS = {"match": "matches", "significant": "significant", "instance": "instance_events"}
 
@@ -91,6 +96,7 @@ class OutboxWriter:
         self.journal = journal
         self.counters = counters
         self.max_unwritten_bytes = settings.outbox.unwritten_max_bytes
+        self.group_wait_s = settings.outbox.group_commit_s   # longest the first of a group waits
         self.retry_every_s = settings.status.local_interval_s
         self._unwritten: deque[Batch] = deque()      # oldest first
         self._unwritten_events = 0
@@ -99,6 +105,8 @@ class OutboxWriter:
         self._failing_since = 0.0
         self._reminded = 0.0
         self._group: list[JournalEntry] = []         # rows waiting for a shared commit
+        self._group_events: list[tuple[str, str, bytes]] = []   # significant events waiting with them
+        self._unnotified: list[Row] = []             # stored by a ``flush``, not yet handed on
         self._group_epoch = 0
         self._group_acks: list[Ack] = []             # their acknowledgements, and those behind them
         self._group_since = 0.0                      # when the group's first message came (monotonic)
@@ -120,22 +128,34 @@ class OutboxWriter:
 
     @property
     def poll_s(self) -> float:
-        """How long the engine thread may wait for work before calling ``flush_due``."""
-        return POLL_S if self.journal.enabled else 0.5
+        """How long the engine thread may wait for work before calling ``flush_due``: half
+        the group wait, at most ``IDLE_POLL_S`` (an idle agent wakes twice a second)."""
+        return min(IDLE_POLL_S, max(0.01, self.group_wait_s / 2))
+
+    def _grouping(self) -> bool:
+        return bool(self._group or self._group_events or self._group_acks)
 
     def write(self, events: Sequence[Event], entry: JournalEntry | None = None) -> list[Row]:
         """Store ``events`` in order, with ``entry`` (the message's journal row) in the same
         transaction, after the group's rows; returns the ``(seq, payload)`` of the events now
-        on disk. A row without events joins the group instead (see the module docstring)."""
-        if entry is not None and not events and not self._unwritten:
+        on disk. A row without events, or with only significant ones, joins the group instead
+        (see the module docstring)."""
+        rows = [(e["id"], e["kind"], encode_event(e)) for e in events]
+        if (entry is not None or rows) and not self._unwritten and self.group_wait_s > 0 \
+                and all(row[1] in GROUPED_KINDS for row in rows):
             if self._group and self._group_epoch != self.journal.epoch:
                 self._group = []              # made under the config before: the journal starts afresh
-            if not self._group and not self._group_acks:
+            if not self._grouping():
                 self._group_since = time.monotonic()
-            self._group.append(entry)
-            self._group_epoch = self.journal.epoch
-            return []
-        stored = self._commit([(e["id"], e["kind"], encode_event(e)) for e in events], entry)
+            if entry is not None:
+                self._group.append(entry)
+                self._group_epoch = self.journal.epoch
+            self._group_events += rows
+            stored: list[Row] = []
+        else:
+            stored = self._commit(rows, entry)
+        if self._unnotified:
+            stored, self._unnotified = self._unnotified + stored, []
         counters = self.counters
         for event in events:       # stored, held or dropped: counted once it is one of those
             counters.add(KIND_COUNTERS[event["kind"]])
@@ -145,6 +165,8 @@ class OutboxWriter:
         """The group's rows, ``entry`` and ``rows`` in one transaction (or, if the disk refuses,
         in memory); the group's acknowledgements are freed with it, or held behind it."""
         group, self._group = self._group, []
+        grouped, self._group_events = self._group_events, []
+        rows = grouped + rows                # the group's events are older: they go first
         epoch = self._group_epoch
         if entry is not None:
             if group and epoch != self.journal.epoch:
@@ -212,42 +234,55 @@ class OutboxWriter:
             self._held.extend(ready)
             self._held.extend(acks)
             return ()
-        if not self._group and not self._group_acks:
+        if not self._grouping():
             return ready + list(acks) if ready else acks
         self._group_acks.extend(acks)
-        if len(self._group_acks) >= self.group_max or len(self._group) >= GROUP_MAX \
-                or time.monotonic() - self._group_since >= GROUP_WAIT_S:
+        if len(self._group_acks) >= self.group_max or len(self._group) + len(self._group_events) >= GROUP_MAX \
+                or time.monotonic() - self._group_since >= self.group_wait_s:
             return ready + self.flush()
         return ready
 
     def flush(self, by_time: bool = False) -> list[Ack]:
-        """Commit the group now; the acknowledgements that may go (none if the disk refused)."""
-        if not self._group and not self._group_acks:
-            return []
-        self._commit([], None)
+        """Commit the group now; the acknowledgements that may go (none if the disk refused).
+        Its events now on disk go to the uplink with the next ``write`` or ``flush_due``."""
+        written = self._flush(by_time)
+        self._unnotified += written.rows
+        return list(written.acks)
+
+    def _flush(self, by_time: bool = False) -> Written:
+        """Commit the group now: its events now on disk (for the uplink) and the
+        acknowledgements that may go."""
+        if not self._grouping():
+            return Written([], [])
+        stored = self._commit([], None)
         ready, self._ready = self._ready, []
         if by_time and ready:
             self._by_time = (time.monotonic(), len(ready))
-        return ready
+        return Written(stored, ready)
 
     def flush_due(self) -> Written:
         """The engine thread, idle for ``poll_s``: commit a group that has waited long
-        enough that it would wait past ``GROUP_WAIT_S`` before the next call, and delete the
+        enough that it would wait past ``group_wait_s`` before the next call, and delete the
         journal's expired rows if due (``upkeep``)."""
-        if self._group_acks and time.monotonic() - self._group_since >= GROUP_WAIT_S - POLL_S:
-            return Written([], self.flush(by_time=True))
-        if self._group and not self._group_acks:     # rows without acknowledgements (QoS 0)
-            self.flush()
+        due = time.monotonic() - self._group_since >= self.group_wait_s - self.poll_s
+        if self._unnotified:             # a flush by a message stored them: on to the uplink now
+            written, self._unnotified = Written(self._unnotified, ()), []
+            return written
+        if self._group_acks and due:
+            return self._flush(by_time=True)
+        written = Written([], ())
+        if (self._group or self._group_events) and not self._group_acks and due:   # QoS 0: no acks
+            written = self._flush()
         if self.group_max < GROUP_MAX and time.monotonic() >= self._cut_until:
             self.group_max = GROUP_MAX
         self.upkeep()
-        return Written([], ())
+        return written
 
     def upkeep(self) -> None:
         """While idle: the journal's expired rows that no message's transaction took with it
         (window_journal.py), in a transaction of their own. A waiting group does it when it
         commits; a failure leaves them for the next write."""
-        if self._group or self._group_acks or self._unwritten or not self.journal.upkeep_due():
+        if self._grouping() or self._unwritten or not self.journal.upkeep_due():
             return
         try:
             self._store(([], self.journal.epoch, []))
@@ -303,10 +338,10 @@ class OutboxWriter:
     def retry_at_stop(self) -> Written:
         """A last try before the agent disconnects (the group first); what still waits is
         logged with its fate."""
-        grouped = self.flush()
+        grouped = self._flush()
         written = self.retry()
-        if grouped:
-            written = Written(written.rows, [*grouped, *written.acks])
+        rows, self._unnotified = self._unnotified + grouped.rows + written.rows, []
+        written = Written(rows, [*grouped.acks, *written.acks])
         if self._unwritten:
             log.error("outbox event=unwritten_at_stop events=%d bytes=%d acks_held=%d consequence=%r",
                       self._unwritten_events, self.unwritten_bytes, len(self._held),

@@ -163,7 +163,8 @@ class Agent:
         Path(s.data_dir).mkdir(parents=True, exist_ok=True)
         if self.outbox is None:
             outbox = Outbox(s.data_path(s.outbox.path), max_bytes=s.outbox.max_bytes, max_age_s=s.outbox.max_age_s,
-                            policy=s.outbox.policy, synchronous=s.outbox.synchronous)
+                            policy=s.outbox.policy, synchronous=s.outbox.synchronous,
+                            checkpoint_every_s=s.outbox.checkpoint_interval_s)
             outbox.start_checkpoints()
             self.outbox = outbox
         if self.configs is None:

@@ -36,7 +36,7 @@ def open_agent(tmp_path: Path, version: int = 1, patterns: dict[str, str] | None
 
 def send(agent: Agent, topic: str, payload: bytes, acked: list | None = None, settle: bool = True) -> None:
     """One sensor message; with ``settle``, then what the engine thread does once a waiting
-    group is due (``GROUP_WAIT_S`` later): its rows commit and its acknowledgements go."""
+    group is due (``outbox.group_commit_s`` later): its rows commit and its acknowledgements go."""
     agent._on_sensor_message(topic, payload, False, (lambda: acked.append(payload)) if acked is not None else None)
     if settle:
         with agent._engine_lock:
@@ -103,6 +103,7 @@ def test_a_redelivered_message_already_in_the_journal_is_acknowledged_and_skippe
 
 
 def test_rows_older_than_the_longest_window_are_pruned(tmp_path, clock, monkeypatch):
+    monkeypatch.setattr(window_journal, "PRUNE_WAIT_MS", 1000)   # the timings below assume it
     agent = open_agent(tmp_path, patterns={"alarm": ALARM})      # a 10 s window
     for n in range(1, 6):
         send(agent, "ew/in/alarm/s1", alarm(n))
@@ -115,6 +116,7 @@ def test_rows_older_than_the_longest_window_are_pruned(tmp_path, clock, monkeypa
 
 
 def test_expired_rows_go_with_later_messages_a_few_pages_at_a_time(tmp_path, clock, monkeypatch):
+    monkeypatch.setattr(window_journal, "PRUNE_WAIT_MS", 1000)   # the timings below assume it
     agent = open_agent(tmp_path, patterns={"alarm": ALARM})      # a 10 s window
     for n in range(1, 6):
         send(agent, "ew/in/alarm/s1", alarm(n))
@@ -140,6 +142,7 @@ def test_expired_rows_go_with_later_messages_a_few_pages_at_a_time(tmp_path, clo
 
 
 def test_expired_rows_are_deleted_while_the_gateway_is_idle(tmp_path, clock, monkeypatch):
+    monkeypatch.setattr(window_journal, "PRUNE_WAIT_MS", 1000)   # the timings below assume it
     agent = open_agent(tmp_path, patterns={"alarm": ALARM})
     for n in range(1, 6):
         send(agent, "ew/in/alarm/s1", alarm(n))
@@ -316,7 +319,7 @@ def test_rows_without_events_share_a_commit_and_their_acks_go_only_after_it(tmp_
         send(agent, "ew/in/fire/t1", observation(f"temp{n}", "t1", "temperature", 70), acked, settle=False)
     assert acked == [] and journal_rows(agent) == 1
     assert agent.writer.flush_due().acks == ()    # not yet due
-    monkeypatch.setattr(agent.writer, "_group_since", agent.writer._group_since - outbox_writer.GROUP_WAIT_S)
+    monkeypatch.setattr(agent.writer, "_group_since", agent.writer._group_since - agent.writer.group_wait_s)
     with agent._engine_lock:                      # the engine thread, idle: the group is due
         agent._release_written(agent.writer.flush_due())
     assert len(acked) == 3 and journal_rows(agent) == 4      # one commit, then the three acks in order
@@ -359,7 +362,7 @@ def _group_of_two_then_one_at_once(agent, acked: list, n: int, monkeypatch) -> N
     writer = agent.writer
     for k in (n, n + 1):
         send(agent, "ew/in/fire/t1", observation(f"temp{k}", "t1", "temperature", 70), acked, settle=False)
-    monkeypatch.setattr(writer, "_group_since", writer._group_since - outbox_writer.GROUP_WAIT_S)
+    monkeypatch.setattr(writer, "_group_since", writer._group_since - writer.group_wait_s)
     with agent._engine_lock:
         agent._release_written(writer.flush_due())
     send(agent, "ew/in/fire/t1", observation(f"temp{n + 2}", "t1", "temperature", 70), acked, settle=False)
