@@ -293,6 +293,19 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], hold: list | None 
                     break  # the stream ended
                 gc.collect()
             stream_errors += [(name, e) for e in own]
+        elif len(sources) == 1 and not queries and len(evaluators) == 1:
+            # one per-instance query over one stream: its evaluator's own loop, no merging
+            stream, name, fh = sources[0]
+            own = []
+            items = read_recorded(fh, own)
+            evaluator = evaluators[0]
+            while True:
+                n = evaluator.push_many(islice(items, COLLECT_EVERY), stream, report)
+                engine.triples_in += n  # counted as the engine counts them, with no pattern to feed
+                if n < COLLECT_EVERY:
+                    break  # the stream ended
+                gc.collect()
+            stream_errors += [(name, e) for e in own]
         else:
             for ts, triple, stream in _merged(sources, stream_errors):
                 if queries:

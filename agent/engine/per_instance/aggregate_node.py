@@ -68,7 +68,14 @@ class _Group:
         self.states = [spec.state() for spec in specs]
 
 
+_XSD_INTEGER = "<http://www.w3.org/2001/XMLSchema#integer>"
+
+
 class AggregateNode(Node):
+    """Groups and their aggregate states. Two kinds of aggregate need no state of their
+    own: ``COUNT(*)`` is the group's weight, and ``SAMPLE`` of a GROUP BY variable (how
+    rdflib hands over a grouped variable in SELECT) is that part of the group's key."""
+
     def __init__(self, child: Node, keys: Sequence[Callable[[Row], Optional[str]]],
                  specs: Sequence[AggregateSpec], implicit: bool):
         super().__init__([spec.variable for spec in specs], ())
@@ -77,8 +84,22 @@ class AggregateNode(Node):
         self.implicit = implicit  # no GROUP BY: one group, reported even when empty
         self.groups: dict[tuple, _Group] = {}
         self._key = _key_reader(self.keys, child)
+        key_slots = [getattr(k, "slot", None) for k in self.keys]
+        # where each result value comes from: ("state", i), ("key", position) or ("weight",)
+        self._sources: list[tuple] = []
+        live: list[AggregateSpec] = []
+        for spec in self.specs:
+            slot = getattr(spec.argument, "slot", None)
+            if spec.function == "Count" and spec.argument is None and not spec.distinct:
+                self._sources.append(("weight",))
+            elif spec.function == "Sample" and slot is not None and slot in key_slots:
+                self._sources.append(("key", key_slots.index(slot)))
+            else:
+                self._sources.append(("state", len(live)))
+                live.append(spec)
+        self._live = tuple(live)
         self._arguments = [(spec.argument, None if spec.reads is None or spec.argument is None
-                            else _slots_reader(spec.reads)) for spec in self.specs]
+                            else _slots_reader(spec.reads)) for spec in live]
         child.connect(self.left_activation)
         self.inputs = (child,)
 
@@ -89,39 +110,65 @@ class AggregateNode(Node):
         return f"aggregate, {groups}: {computed}"
 
     def left_activation(self, delta: Delta) -> None:
-        groups, specs, key_of = self.groups, self.specs, self._key
+        groups, live, key_of = self.groups, self._live, self._key
         arguments = self._arguments
         n = len(arguments)
-        last_read: list = [_NOTHING] * n  # per aggregate: the slots its argument last read ...
-        last_value: list = [None] * n  # ... and the value it gave
-        values: list = [None] * n
+        if n == 1:  # one aggregate with a state, the usual case: the loop below, unrolled
+            argument, read = arguments[0]
+            last_read, last_value = _NOTHING, None
+            for row, weight in delta:
+                key = key_of(row)
+                group = groups.get(key)
+                if group is None:
+                    group = groups[key] = _Group(live)
+                if argument is None:
+                    value = row
+                elif read is None:
+                    value = argument(row)
+                else:
+                    reads = read(row)
+                    if reads != last_read:
+                        last_read, last_value = reads, argument(row)
+                    value = last_value
+                group.states[0].add(value, weight)
+                group.weight += weight
+                if not group.weight:
+                    del groups[key]
+            return
+        last_reads: list = [_NOTHING] * n  # per aggregate: the slots its argument last read ...
+        last_values: list = [None] * n  # ... and the value it gave
         for row, weight in delta:
             key = key_of(row)
             group = groups.get(key)
             if group is None:
-                group = groups[key] = _Group(specs)
-            group.weight += weight
+                group = groups[key] = _Group(live)
+            states = group.states
             for i in range(n):
                 argument, read = arguments[i]
                 if argument is None:
-                    values[i] = row
+                    value = row
                 elif read is None:
-                    values[i] = argument(row)
+                    value = argument(row)
                 else:
                     reads = read(row)
-                    if reads != last_read[i]:
-                        last_read[i] = reads
-                        last_value[i] = argument(row)
-                    values[i] = last_value[i]
-            states = group.states
-            for i in range(n):
-                states[i].add(values[i], weight)
-            if group.weight == 0:
+                    if reads != last_reads[i]:
+                        last_reads[i] = reads
+                        last_values[i] = argument(row)
+                    value = last_values[i]
+                states[i].add(value, weight)
+            group.weight += weight
+            if not group.weight:
                 del groups[key]
 
     def rows(self) -> list[Row]:
         """One solution per group: the aggregates' values, in ``variables`` order."""
-        groups = list(self.groups.values())
+        groups = list(self.groups.items())
         if not groups and self.implicit:
-            groups = [_Group(self.specs)]
-        return [tuple(state.result() for state in group.states) for group in groups]
+            groups = [((), _Group(self._live))]
+        sources = self._sources
+        out = []
+        for key, group in groups:
+            results = [state.result() for state in group.states]
+            out.append(tuple(results[source[1]] if source[0] == "state" else key[source[1]] if source[0] == "key"
+                             else f'"{group.weight}"^^{_XSD_INTEGER}' for source in sources))
+        return out

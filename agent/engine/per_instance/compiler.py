@@ -135,6 +135,8 @@ class Compiler:
                 tree = expression(aggregate.vars)
                 argument = _value_of(tree, child.slots) if by_value else filters.compile_term(tree, child.slots)
                 reads = sorted(child.slots[v] for v in filters.variables_of(tree) if v in child.slots)
+                if not by_value and tree[0] == "var" and tree[1] in child.slots:
+                    argument.slot = child.slots[tree[1]]  # a plain variable (SAMPLE of a GROUP BY key)
             separator = str(aggregate.separator) if aggregate.get("separator") is not None else " "
             specs.append(AggregateSpec(function, distinct, argument, str(aggregate.res), separator, by_value, reads))
         return AggregateNode(child, keys, specs, implicit=not group.expr)

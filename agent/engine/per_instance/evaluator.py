@@ -20,7 +20,7 @@ triples arrive a little out of order.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterable, NamedTuple, Optional
+from typing import Callable, Iterable, NamedTuple, Optional
 
 from ..epsilon import EpsilonNetwork, Schema, derive
 from ....shared.vocab import RDF_TYPE
@@ -58,14 +58,29 @@ class _Dataset:
         else:
             self.by_predicate.setdefault(node.predicate, []).append(node)
 
+    def accepted(self) -> Optional[frozenset]:
+        """The predicates a triple needs to reach some pattern here; None: any predicate."""
+        return None if self.any_predicate else frozenset(self.by_predicate)
+
     def apply(self, changes: list) -> None:
-        per_node: dict[int, tuple[PatternNode, list]] = {}
+        """Each node gets the changes it can match, in their order; the nodes are activated
+        in the order of the first change each gets (that order decides the order of rows)."""
+        by_predicate: dict[str, list] = {}
         for change in changes:
-            for node in self.by_predicate.get(change[0][1], ()):
-                per_node.setdefault(id(node), (node, []))[1].append(change)
-            for node in self.any_predicate:
-                per_node.setdefault(id(node), (node, []))[1].append(change)
-        for node, node_changes in per_node.values():
+            p = change[0][1]
+            same = by_predicate.get(p)
+            if same is None:
+                by_predicate[p] = [change]
+            else:
+                same.append(change)
+        per_node: dict[PatternNode, list] = {}
+        for p, same in by_predicate.items():
+            for node in self.by_predicate.get(p, ()):
+                per_node[node] = same  # a node is listed under its one predicate
+            if self.any_predicate:
+                for node in self.any_predicate:
+                    per_node.setdefault(node, changes)
+        for node, node_changes in per_node.items():
             node.activate(node_changes)
 
 
@@ -97,8 +112,13 @@ class InstanceEvaluator:
         self.datasets: dict[Optional[str], _Dataset] = {}
         for node in self.network.patterns:
             self.datasets.setdefault(node.dataset, _Dataset()).add(node)
+        # per window, the predicates a triple needs to reach one of its patterns (None: any);
+        # the others only make the instances they fall in non-empty (WindowContent.witness)
+        self._accepts: dict[str, Optional[frozenset]] = {
+            name: self.datasets[name].accepted() if name in self.datasets else frozenset() for name in self.windows}
         self.epsilon = self._epsilon(schema) if entailment else None
-        self._links: dict = {}  # class, or (predicate,) -> its epsilon links
+        self._class_links: dict[str, list] = {}  # class -> its epsilon links
+        self._predicate_links: dict[str, list] = {}  # predicate -> its epsilon links
         self.static_sources: set[Triple] = set()
         self.static_copies: dict[Triple, int] = {}  # each static triple and entailment: how many sources give it
         self.result: Counter = Counter()  # the root's solutions, without aggregates
@@ -145,15 +165,15 @@ class InstanceEvaluator:
             return [triple]
         s, p, o = triple
         if p == RDF_TYPE:
-            key = o
+            links = self._class_links.get(o)
+            if links is None:
+                links = self._class_links[o] = epsilon.links_for_class(o)
         elif s == o:  # a self-loop has links of its own (epsilon.links_for_predicate)
             return [triple, *epsilon.entail(triple)]
         else:
-            key = (p,)
-        links = self._links.get(key)
-        if links is None:
-            links = self._links[key] = (epsilon.links_for_class(o) if p == RDF_TYPE
-                                        else epsilon.links_for_predicate(p))
+            links = self._predicate_links.get(p)
+            if links is None:
+                links = self._predicate_links[p] = epsilon.links_for_predicate(p)
         if not links:
             return [triple]
         out = [triple]
@@ -216,20 +236,42 @@ class InstanceEvaluator:
 
     def push(self, triple: Triple, ts: int, stream: Optional[str] = None) -> list[InstanceResult]:
         """One streamed triple; the instances its time closes, reported first."""
-        results = self.advance(ts)
+        # advance() closes nothing unless time moved on or the next instant is to work out
+        results = self.advance(ts) if ts > self.stream_time or self._next is False else []
         self.triples_in += 1
         if ts < self.closed_until:
             self.late_triples += 1
-        names = self.windows if stream is None else self.readers.get(stream, self.readers.get(None, ()))
+        windows = self.windows
+        names = windows if stream is None else self.readers.get(stream, self.readers.get(None, ()))
         entailed = self._entailed(triple)
         self.entailed += len(entailed) - 1
         for name in names:
-            window = self.windows[name]
+            window = windows[name]
             if window.end is None or not window.holds():
                 self._next = False  # where this window's next instance ends may have moved
+            accepts = self._accepts[name]
+            kept = False
             for t in entailed:
-                window.add(ts, t)
+                if accepts is None or t[1] in accepts:
+                    window.add(ts, t)
+                    kept = True
+            if not kept:
+                window.witness(ts)
         return results
+
+    def push_many(self, items: Iterable[tuple[int, Triple]], stream: Optional[str] = None,
+                  report: Optional[Callable[[list[InstanceResult]], None]] = None) -> int:
+        """``push`` over ``(ts, triple)`` items in order; each instance closed is handed to
+        ``report`` as it closes (one can hold thousands of rows: none is kept here).
+        Returns how many items were pushed."""
+        push = self.push
+        n = 0
+        for ts, triple in items:
+            results = push(triple, ts, stream)
+            if results and report is not None:
+                report(results)
+            n += 1
+        return n
 
     def advance(self, now: int) -> list[InstanceResult]:
         """Stream time is ``now`` (a triple's time, or the wall clock of an idle gateway):

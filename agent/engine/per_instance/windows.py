@@ -7,6 +7,11 @@ to a later instance expires the content older than its start and admits the pend
 before its end: the network sees only those changes. An instance's content is a set, as an
 RDF graph is: a triple that arrives twice in one instance enters once and leaves when its
 last copy has expired.
+
+A triple no pattern of the query can match changes no solution, but it still makes an
+instance non-empty (the ``non-empty`` report policy). Such triples are kept as *witnesses*:
+entries ``(ts, None)``, at most one per timestamp not already held by a triple arriving just
+before, that occupy the window for emptiness and never reach the network.
 """
 from __future__ import annotations
 
@@ -43,6 +48,19 @@ class WindowContent:
             pending.append((ts, triple))
         else:
             heapq.heappush(self.late_pending, (ts, next(self._sequence), triple))
+        if ts > self.latest:
+            self.latest = ts
+
+    def witness(self, ts: int) -> None:
+        """A triple the query cannot match arrived at ``ts``: the instances holding ``ts``
+        are not empty, and nothing else changes."""
+        pending = self.pending
+        if pending and ts == pending[-1][0]:
+            return  # that entry already holds ``ts`` through the same instances
+        if not pending or ts > pending[-1][0]:
+            pending.append((ts, None))
+        else:
+            heapq.heappush(self.late_pending, (ts, next(self._sequence), None))
         if ts > self.latest:
             self.latest = ts
 
@@ -92,10 +110,20 @@ class WindowContent:
         changes: Changes = []
         copies = self.copies
         content, late_content = self.content, self.late_content
+        leave = self._leave
         while content and content[0][0] < start:
-            self._leave(content.popleft()[1], changes)
+            triple = content.popleft()[1]
+            if triple is not None:  # _leave, written out: the loop every expired triple takes
+                left = copies[triple] - 1
+                if left:
+                    copies[triple] = left
+                else:
+                    del copies[triple]
+                    changes.append((triple, -1))
         while late_content and late_content[0][0] < start:
-            self._leave(heapq.heappop(late_content)[2], changes)
+            triple = heapq.heappop(late_content)[2]
+            if triple is not None:
+                leave(triple, changes)
         pending, late_pending = self.pending, self.late_pending
         while True:
             if late_pending and (not pending or late_pending[0][0] < pending[0][0]):
@@ -112,6 +140,8 @@ class WindowContent:
                 content.append((ts, triple))
             else:
                 heapq.heappush(late_content, (ts, next(self._sequence), triple))
+            if triple is None:
+                continue  # a witness
             before = copies.get(triple, 0)
             copies[triple] = before + 1
             if not before:
