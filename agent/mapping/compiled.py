@@ -32,7 +32,7 @@ from .errors import (MALFORMED, MISSING_KEY, NO_TRIPLES, TOO_MANY_TRIPLES, UNMAP
                      PayloadRejected)
 from .jsonpath import _Parser, compile_path, compile_reference
 from .limits import PayloadLimits
-from .payload_formats import decoder
+from .payload_formats import SENML_FORMATS, decoder
 from .rml_graph import UNSAFE_IRI, SourceSpec, TermMapSpec, TriplesMapSpec, read_triples_maps
 from .senml import MAX_TIME_MS, resolve
 from .senml_units import SENML_UNITS
@@ -101,7 +101,7 @@ class _Compiler:
 
     def __init__(self, source: SourceSpec, default_base: str | None) -> None:
         self.source = source
-        self.senml = source.payload_format == "senml+json"
+        self.senml = source.payload_format in SENML_FORMATS
         self.default_base = default_base
         self.blank_counter = itertools.count()
 
@@ -324,7 +324,7 @@ class CompiledMapping:
     def _map(self, payload: bytes, topic: str, arrival_ms: int) -> tuple[Triple, ...]:
         limits = self.limits
         document = self._decode(payload, limits)
-        if self.payload_format == "senml+json":
+        if self.payload_format in SENML_FORMATS:
             document = resolve(document, arrival_ms)
         result_ms, payload_time = arrival_ms, False
         if self._time_select is not None:

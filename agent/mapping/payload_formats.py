@@ -2,7 +2,9 @@
 
 Formats (``ew:payloadFormat``): ``json`` (one JSON document), ``text`` (a UTF-8 value such as
 ESPHome's ``21.5`` or ``ON``, surrounding white space dropped; the document is that
-string), ``senml+json`` (a SenML pack, resolved record by record, see ``senml.py``).
+string), ``senml+json`` (a SenML pack, resolved record by record, see ``senml.py``),
+``senml+cbor`` (a SenML pack in CBOR, RFC 8428 section 6: read by the bounded walk of
+``cbor_walk.py``, its integer labels turned into JSON's, then resolved alike).
 
 Limits are checked in C-speed passes before ``json.loads`` runs: size; nesting (counted
 only when the payload holds more brackets than the limit, so ordinary payloads cost one
@@ -18,10 +20,13 @@ from typing import Any, Callable
 
 from edgewave.shared.bounded_json import MAX_INT_DIGITS, nesting_depth
 
+from .cbor_walk import decode_cbor
 from .errors import MALFORMED, NOT_FINITE, OVERSIZED, TOO_DEEP, TOO_MANY_ENTRIES, PayloadRejected
 from .limits import PayloadLimits
+from .senml import from_cbor
 
-FORMATS = ("json", "text", "senml+json")
+FORMATS = ("json", "text", "senml+json", "senml+cbor")
+SENML_FORMATS = ("senml+json", "senml+cbor")      # the decoded value is a pack, resolved by the caller
 
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -97,6 +102,15 @@ def _has_lone_surrogate(value: Any) -> bool:
     return False
 
 
+def decode_senml_cbor(payload: bytes, limits: PayloadLimits) -> list[dict]:
+    """The records of a SenML CBOR pack with JSON's labels (not resolved), within ``limits``."""
+    return from_cbor(decode_cbor(payload, limits))
+
+
 def decoder(payload_format: str) -> Callable[[bytes, PayloadLimits], Any]:
-    """The function that reads a payload of ``payload_format`` (SenML: JSON here, resolved by the caller)."""
-    return decode_text if payload_format == "text" else decode_json
+    """The function that reads a payload of ``payload_format`` (SenML: the pack's records, resolved by the caller)."""
+    if payload_format == "text":
+        return decode_text
+    if payload_format == "senml+cbor":
+        return decode_senml_cbor
+    return decode_json

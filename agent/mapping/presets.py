@@ -1,4 +1,4 @@
-"""The shipped mappings (Zigbee2MQTT, Tasmota, ESPHome, SenML) and how a gateway document gets one.
+"""The shipped mappings (Zigbee2MQTT, Tasmota, ESPHome, SenML in JSON and in CBOR) and how a gateway document gets one.
 
 The presets live inside the package (``agent/mapping/ttl/``) so that they ship in the wheel
 as package data and are found the same way from a checkout and an installed agent or
@@ -16,7 +16,7 @@ from edgewave.shared.ntriples import make_iri, make_literal, parse
 from .errors import MappingError
 from .vocabulary import BASE_IRI, MQTT_STREAM, RDF_TYPE, STREAM
 
-PRESETS = ("senml", "zigbee2mqtt", "tasmota", "esphome")
+PRESETS = ("senml", "senml-cbor", "zigbee2mqtt", "tasmota", "esphome")
 _FOLDER = Path(__file__).resolve().parent / "ttl"
 
 

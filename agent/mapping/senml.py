@@ -12,9 +12,15 @@ depend on the device's base name; an edgewave addition), ``t`` (absolute time, s
 ``u`` when known, and whichever of ``v``, ``vs``, ``vb``, ``vd``, ``s`` it has. Its time in
 epoch milliseconds (``time_ms``) and whether the payload gave it (``payload_time``: an
 absolute time) ride along as attributes for ``ew:resultTime``.
+
+A pack in CBOR (section 6) is first turned into the records its JSON form would hold
+(``from_cbor``): the integer labels of Table 4 become their names, a data value (a byte
+string) its base64url text without padding as JSON carries it, and text labels stay as
+they are (extensions); the records are then resolved alike.
 """
 from __future__ import annotations
 
+import base64
 import math
 import re
 from typing import Any
@@ -27,6 +33,9 @@ _NAME = re.compile(r"[A-Za-z0-9][-:./_A-Za-z0-9]*")
 _STRING_FIELDS = ("bn", "bu", "n", "u", "vs", "vd")
 _NUMBER_FIELDS = ("bt", "bv", "bs", "t", "v", "s", "ut", "bver")
 _VALUE_FIELDS = ("v", "vs", "vb", "vd")
+CBOR_LABELS = {-1: "bver", -2: "bn", -3: "bt", -4: "bu", -5: "bv", -6: "bs",
+               0: "n", 1: "u", 2: "v", 3: "vs", 4: "vb", 5: "s", 6: "t", 7: "ut", 8: "vd"}
+"""RFC 8428 Table 4: the CBOR representation's integer map keys (conclusive: extensions use text keys)."""
 
 
 class SenMLRecord(dict):
@@ -105,3 +114,31 @@ def resolve(pack: Any, arrival_ms: int) -> list[SenMLRecord]:
             resolved["s"] = total
         out.append(resolved)
     return out
+
+
+def from_cbor(pack: Any) -> list[dict]:
+    """The records of a decoded SenML CBOR pack with JSON's labels (see the module's text), unresolved."""
+    if type(pack) is not list:
+        raise PayloadRejected(MALFORMED, "a SenML pack is a CBOR array of records")
+    records = []
+    for index, record in enumerate(pack):
+        if type(record) is not dict:
+            raise PayloadRejected(MALFORMED, f"record {index} is not a CBOR map")
+        fields = {}
+        for key, value in record.items():
+            if type(key) is int:
+                label = CBOR_LABELS.get(key)
+                if label is None:
+                    raise PayloadRejected(MALFORMED, f"record {index}: {key} is no SenML label (RFC 8428 "
+                                                     "Table 4; extensions use text labels)")
+                if label == "vd" and type(value) is not bytes:
+                    raise PayloadRejected(WRONG_TYPE, f"record {index}: vd must be a byte string")
+            else:
+                label = key
+            if label == "vd" and type(value) is bytes:
+                value = base64.urlsafe_b64encode(value).rstrip(b"=").decode("ascii")
+            if label in fields:
+                raise PayloadRejected(MALFORMED, f"record {index} has the field {label!r} twice")
+            fields[label] = value
+        records.append(fields)
+    return records

@@ -141,7 +141,7 @@ def mapping(logical: str = f'rml:source {SOURCE} ; rml:iterator "$"', subject: s
     (mapping(pom='[ rml:predicate ex:p ; rml:objectMap [ rml:reference "$.b" ; rml:functionExecution ex:f ] ]'),
      "functionExecution"),
     (mapping(pom='[ rml:predicate ex:p ; rml:objectMap [ rml:reference "ew:nonsense" ] ]'), "edgewave reference"),
-    (mapping(logical=f'rml:source {SOURCE[:-1]} ; ew:payloadFormat "senml+cbor" ]'), "senml+cbor"),
+    (mapping(logical=f'rml:source {SOURCE[:-1]} ; ew:payloadFormat "senml+xml" ]'), "senml+xml"),
     (mapping(logical=f'rml:source {SOURCE[:-1]} ; ew:topicFilter "a/#/b" ]'), "more than one"),
     (HEADER + 'ex:TM a rml:TriplesMap ; rml:logicalSource [ rml:source ' + SOURCE + ' ] .', "exactly one subject"),
     (HEADER + "ex:x ex:y ex:z .", "no rml:TriplesMap"),
