@@ -1,7 +1,8 @@
 """Fuzz target: device payloads through the compiled mapping presets (``edgewave.agent.mapping``).
 
 The first byte picks the preset: ``Z`` zigbee2mqtt, ``T`` tasmota, ``E`` esphome (every
-entity topic), ``S`` senml; the rest is the MQTT payload. Documented error:
+entity topic), ``S`` senml, ``C`` senml-cbor (SenML in CBOR: the bounded check of the bytes,
+then cbor2); the rest is the MQTT payload. Documented error:
 ``PayloadRejected`` with a reason from ``REASONS`` (never the catch-all ``decoder error``,
 which would be a bug caught inside ``map``). Accepted triples are canonical N-Triples:
 each serializes and parses back to itself; a message never yields more than the limit.
@@ -13,7 +14,7 @@ from edgewave.shared.ntriples import parse_line, serialize
 
 from fuzzlib import guarded, mode_and_payload
 
-PRESET_OF = {"Z": "zigbee2mqtt", "T": "tasmota", "E": "esphome", "S": "senml"}
+PRESET_OF = {"Z": "zigbee2mqtt", "T": "tasmota", "E": "esphome", "S": "senml", "C": "senml-cbor"}
 SMALL = PayloadLimits(max_bytes=512, max_depth=4, max_entries=16, max_triples=8)
 ROUTES = {
     mode: [route for limits in (PayloadLimits(), SMALL) for route in compile_mappings(
@@ -27,7 +28,7 @@ def _topic(filter_: str) -> str:
 
 
 def _one(data: bytes) -> None:
-    mode, payload = mode_and_payload(data, "ZTES")
+    mode, payload = mode_and_payload(data, "ZTESC")
     for route in ROUTES[mode]:
         try:
             triples = route.map(payload, _topic(route.topic_filter), 1_764_407_663_123)
