@@ -1,5 +1,8 @@
 """Benchmark: device payloads through the compiled RML mappings (decoding + mapping), per preset.
 
+SenML runs twice: as JSON (``senml``) and as the same packs in CBOR (``senml-cbor``: the
+bounded check of the bytes, cbor2, then the same resolution and triples maps).
+
 For each preset, a few thousand distinct messages (devices and values vary) are mapped one
 at a time with ``CompiledMapping.map``, as the agent's intake would. Baselines in the same run:
 
@@ -26,6 +29,7 @@ import sys
 import time
 from itertools import islice
 
+import cbor2
 import rdflib
 
 from edgewave.agent.mapping import compile_mappings, preset_triples
@@ -51,10 +55,14 @@ def messages(preset: str, count: int, rng: random.Random) -> list[tuple[str, byt
             out.append((f"tele/{device}/SENSOR", json.dumps(body).encode()))
         elif preset == "esphome":
             out.append((f"{device}/sensor/temperature/state", f"{t:.2f}".encode()))
-        else:
+        elif preset == "senml":
             body = [{"bn": f"urn:dev:mac:{i:012x}/", "bt": 1.7e9 + i, "n": "temperature", "u": "Cel", "v": t},
                     {"n": "humidity", "u": "%RH", "v": h}]
             out.append((f"senml/{device}", json.dumps(body).encode()))
+        else:       # senml-cbor: the same packs with RFC 8428's integer labels
+            body = [{-2: f"urn:dev:mac:{i:012x}/", -3: 1.7e9 + i, 0: "temperature", 1: "Cel", 2: t},
+                    {0: "humidity", 1: "%RH", 2: h}]
+            out.append((f"senml-cbor/{device}", cbor2.dumps(body)))
     return out
 
 
@@ -86,7 +94,11 @@ CONTEXT = {"@vocab": "https://edgewave.dev/ns#", "temperature": {"@id": "http://
 
 def jsonld_document(topic: str, payload: bytes, arrival: int) -> str | None:
     """The message as the JSON-LD a context-driven engine reads (SenML: its records as a list)."""
-    body = json.loads(payload) if payload[:1] in (b"{", b"[") else {"value": payload.decode()}
+    if payload[:1] == b"\x82":          # a SenML CBOR pack: its records with JSON's labels
+        from edgewave.agent.mapping.senml import CBOR_LABELS
+        body = [{CBOR_LABELS[k]: v for k, v in record.items()} for record in cbor2.loads(payload)]
+    else:
+        body = json.loads(payload) if payload[:1] in (b"{", b"[") else {"value": payload.decode()}
     device = topic.split("/")[1] if not topic.split("/")[0] or "/" in topic else topic
     node = {"@context": CONTEXT, "@id": f"{BASE}obs/{device}/{arrival}"}
     if isinstance(body, list):
@@ -104,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(7)
     print(f"{'preset':<12} {'triples/msg':>11} {'compiled msg/s':>15} {'N-Triples msg/s':>16} {'ratio':>6} "
           f"{'JSON-LD msg/s':>14} {'ratio':>7}")
-    for preset in ("zigbee2mqtt", "tasmota", "esphome", "senml"):
+    for preset in ("zigbee2mqtt", "tasmota", "esphome", "senml", "senml-cbor"):
         routes = routes_for(preset)
         batch = [(topic, payload, route_of(routes, topic)) for topic, payload in messages(preset, count, rng)]
         produced = [route.map(payload, topic, 1_764_407_663_123 + i) for i, (topic, payload, route) in enumerate(batch)]
