@@ -202,7 +202,8 @@ def test_a_foreign_or_undecodable_journal_is_discarded_and_counted(tmp_path, clo
     elif damage == "types":
         conn.execute("UPDATE journal SET payload = 'text, not bytes', boot_ms = 'x'")
     elif damage == "topic":
-        conn.execute("UPDATE journal SET topic = 'ew/fire/t1'")                     # names no stream
+        packed = window_journal.Packer(16384).pack(b"ew/fire/t1\0" + observation("temp1", "t1", "temperature", 70))
+        conn.execute("UPDATE journal SET payload = ?", (packed,))                    # names no stream
     else:
         conn.execute("UPDATE journal_meta SET value = 'other' WHERE name = ?", (damage,))
     conn.commit()
