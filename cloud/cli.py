@@ -123,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
                       "message; the message a template over the pattern's variables)")
     make.add_argument("--mapping", action="append", default=[], metavar="PRESET|FILE",
                       help="a device payload mapping (RML, docs/mappings.md): a shipped preset by name (senml, "
-                           "zigbee2mqtt, tasmota, esphome) or a Turtle file of your own; repeatable")
+                           "senml-cbor, zigbee2mqtt, tasmota, esphome) or a Turtle file of your own; repeatable")
     make.add_argument("--mapping-stream", metavar="IRI",
                       help="the stream the presets' observations enter (e.g. http://example.org/stream/building)")
     make.add_argument("--mapping-base", metavar="IRI",

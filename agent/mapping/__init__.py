@@ -1,4 +1,4 @@
-"""Real sensor payloads (Zigbee2MQTT, Tasmota, ESPHome, SenML JSON) to SOSA triples, by RML mappings.
+"""Real sensor payloads (Zigbee2MQTT, Tasmota, ESPHome, SenML in JSON or CBOR) to SOSA triples, by RML mappings.
 
 A mapping is RDF (RML-Core with a few edgewave extensions, docs/mappings.md) carried in a
 gateway's config document. ``compile_mappings`` turns it, once, into one
