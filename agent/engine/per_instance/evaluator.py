@@ -171,9 +171,7 @@ class InstanceEvaluator:
         elif s == o:  # a self-loop has links of its own (epsilon.links_for_predicate)
             return [triple, *epsilon.entail(triple)]
         else:
-            links = self._predicate_links.get(p)
-            if links is None:
-                links = self._predicate_links[p] = epsilon.links_for_predicate(p)
+            links = self._links_of_predicate(p)
         if not links:
             return [triple]
         out = [triple]
@@ -182,6 +180,12 @@ class InstanceEvaluator:
             if derived is not None and derived != triple:
                 out.append(derived)
         return out
+
+    def _links_of_predicate(self, p: str) -> list:
+        links = self._predicate_links.get(p)
+        if links is None:
+            links = self._predicate_links[p] = self.epsilon.links_for_predicate(p)
+        return links
 
     def add_static(self, triples: Iterable[Triple]) -> None:
         """Background triples: the default graph of an RSP-QL query, and part of every
@@ -264,13 +268,50 @@ class InstanceEvaluator:
         """``push`` over ``(ts, triple)`` items in order; each instance closed is handed to
         ``report`` as it closes (one can hold thousands of rows: none is kept here).
         Returns how many items were pushed."""
-        push = self.push
-        n = 0
-        for ts, triple in items:
-            results = push(triple, ts, stream)
-            if results and report is not None:
-                report(results)
-            n += 1
+        windows = self.windows
+        names = windows if stream is None else self.readers.get(stream, self.readers.get(None, ()))
+        targets = [(windows[name], self._accepts[name]) for name in names]
+        entail, advance = self._entailed, self.advance
+        epsilon = self.epsilon
+        # predicate -> True when its triples entail nothing and no window's patterns read it
+        inert: dict[str, bool] = {}
+        n = late = entailed_count = 0
+        try:
+            for ts, triple in items:  # push(), written out: the loop every streamed triple takes
+                n += 1
+                if ts > self.stream_time or self._next is False:
+                    results = advance(ts)
+                    if results and report is not None:
+                        report(results)
+                if ts < self.closed_until:
+                    late += 1
+                p = triple[1]
+                quiet = inert.get(p)
+                if quiet is None:
+                    quiet = inert[p] = (p != RDF_TYPE and (epsilon is None or not self._links_of_predicate(p))
+                                        and all(accepts is not None and p not in accepts for _, accepts in targets))
+                if quiet and triple[0] != triple[2]:
+                    for window, _ in targets:
+                        if window.end is None or not window.holds():
+                            self._next = False
+                        window.witness(ts)
+                    continue
+                entailed = entail(triple)
+                entailed_count += len(entailed) - 1
+                for window, accepts in targets:
+                    if window.end is None or not window.holds():
+                        self._next = False
+                    kept = False
+                    for t in entailed:
+                        if accepts is None or t[1] in accepts:
+                            window.add(ts, t)
+                            kept = True
+                    if not kept:
+                        window.witness(ts)
+        finally:
+            self.triples_in += n
+            self.late_triples += late
+            self.entailed += entailed_count
         return n
 
     def advance(self, now: int) -> list[InstanceResult]:

@@ -2,7 +2,7 @@
 both memories hashed on the variables the two sides always share)."""
 from __future__ import annotations
 
-from .solutions import Delta, Node, Pairing, add_to
+from .solutions import Delta, Node, Pairing
 
 
 class JoinNode(Node):
@@ -24,32 +24,39 @@ class JoinNode(Node):
         return f"join on {on}" if on else "join (no shared variable bound on both sides: every pair)"
 
     def left_activation(self, delta: Delta) -> None:
-        pairing, right = self.pairing, self.right_memory
-        key, merge, checks = pairing.left_key, pairing.merge, pairing.checks
-        out: Delta = []
-        for row, weight in delta:
-            k = key(row)
-            bucket = right.get(k)
-            if bucket:
-                for other, other_weight in bucket.items():
-                    if checks and not pairing.compatible(row, other):
-                        continue
-                    out.append((merge(row, other), weight * other_weight))
-            add_to(self.left_memory, k, row, weight)
-        self.emit(out)
+        pairing = self.pairing
+        self.emit(_join(delta, pairing.left_key, self.right_memory, self.left_memory, pairing.merge,
+                        pairing.compatible if pairing.checks else None, False))
 
     def right_activation(self, delta: Delta) -> None:
-        # left_activation's mirror: the same join with the sides' roles swapped
-        pairing, left = self.pairing, self.left_memory
-        key, merge, checks = pairing.right_key, pairing.merge, pairing.checks
-        out: Delta = []
-        for row, weight in delta:
-            k = key(row)
-            bucket = left.get(k)
-            if bucket:
-                for other, other_weight in bucket.items():
-                    if checks and not pairing.compatible(other, row):
-                        continue
-                    out.append((merge(other, row), other_weight * weight))
-            add_to(self.right_memory, k, row, weight)
-        self.emit(out)
+        pairing = self.pairing
+        self.emit(_join(delta, pairing.right_key, self.left_memory, self.right_memory, pairing.merge,
+                        pairing.compatible if pairing.checks else None, True))
+
+
+def _join(delta: Delta, key, other_memory: dict, own_memory: dict, merge, compatible, from_right: bool) -> Delta:
+    """One side's delta joined with the other side's memory, then added to its own memory
+    (``solutions.add_to``, written out: every row of every delta takes this loop)."""
+    out: Delta = []
+    append = out.append
+    for row, weight in delta:
+        k = key(row)
+        bucket = other_memory.get(k)
+        if bucket:
+            for other, other_weight in bucket.items():
+                left, right = (other, row) if from_right else (row, other)
+                if compatible is not None and not compatible(left, right):
+                    continue
+                append((merge(left, right), weight * other_weight))
+        mine = own_memory.get(k)
+        if mine is None:
+            own_memory[k] = {row: weight}
+        else:
+            total = mine.get(row, 0) + weight
+            if total:
+                mine[row] = total
+            else:
+                del mine[row]
+                if not mine:
+                    del own_memory[k]
+    return out

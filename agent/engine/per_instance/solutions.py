@@ -58,12 +58,11 @@ def add_to(memory: dict, key, row: Row, weight: int) -> None:
             del memory[key]
 
 
-def _key_function(positions: tuple[int, ...]) -> Callable[[Row], tuple]:
+def _key_function(positions: tuple[int, ...]) -> Callable[[Row], object]:
+    """A memory's hash key for a row: the term itself when there is one keyed variable (no
+    tuple built per row), else the tuple of them. Both sides of a pairing key alike."""
     if not positions:
         return lambda row: ()
-    if len(positions) == 1:
-        only = positions[0]
-        return lambda row: (row[only],)
     return itemgetter(*positions)
 
 
@@ -102,7 +101,15 @@ class Pairing:
             if first is not None:
                 return l + (r[first],)
             return l
-        self.merge = merge
+        # without variables to fill in, the merge is one concatenation
+        if checks:
+            self.merge = merge
+        elif take is not None:
+            self.merge = lambda l, r: l + take(r)
+        elif first is not None:
+            self.merge = lambda l, r: l + (r[first],)
+        else:
+            self.merge = lambda l, r: l
 
     def compatible(self, l: Row, r: Row) -> bool:
         for li, ri in self.checks:
