@@ -247,3 +247,62 @@ def test_edgewave_match_warns_of_a_stream_no_per_instance_query_reads(tmp_path, 
     err = capsys.readouterr().err
     assert f"stream {iri('elsewhere')} ({stream}) is read by no query" in err
     assert f"no --stream feeds {iri('s')}, which query q reads" in err
+
+
+def _stream_with_noise() -> list[tuple[int, tuple[str, str, str]]]:
+    """Readings, triples no pattern reads (some alone in their instance), a self-loop,
+    repeated triples and late ones: every path a streamed triple can take."""
+    items = []
+    for ts in range(0, 30000, 700):
+        obs = iri(f"o{ts}")
+        items += [(ts, (obs, iri("value"), num(ts % 7))), (ts, (obs, iri("unread"), num(1))),
+                  (ts, (obs, iri("room"), iri(f"r{ts % 3}")))]
+    items += [(31000, (iri("x"), iri("unread"), num(2))),  # an instance holding only unread triples
+              (45000, (iri("x"), iri("unread"), iri("x"))),  # and a self-loop
+              (45500, (iri("y"), iri("value"), num(1))), (45500, (iri("y"), iri("value"), num(1))),
+              (45200, (iri("z"), iri("unread"), num(3))),  # late, unread
+              (45300, (iri("z"), iri("value"), num(4)))]  # late, read
+    return items
+
+
+@pytest.mark.parametrize("report", ["non-empty", "window-close", "on-change"])
+def test_push_many_reports_what_push_does(report: str) -> None:
+    text = query("?room (COUNT(*) AS ?n) (SUM(?v) AS ?sum)", "WINDOW :w { ?o :value ?v OPTIONAL { ?o :room ?room } }",
+                 window="[RANGE PT5S STEP PT1S]", tail="GROUP BY ?room")
+    one, many = InstanceEvaluator(text, report=report), InstanceEvaluator(text, report=report)
+    by_push = [r for ts, triple in _stream_with_noise() for r in one.push(triple, ts)] + one.finish()
+    by_many: list = []
+    assert many.push_many(_stream_with_noise(), None, by_many.extend) == len(_stream_with_noise())
+    by_many += many.finish()
+    assert by_many == by_push and by_push
+    assert (many.triples_in, many.late_triples, many.entailed) == (one.triples_in, one.late_triples, one.entailed)
+
+
+def test_triples_no_pattern_reads_still_make_an_instance_non_empty() -> None:
+    ev = InstanceEvaluator(query("(COUNT(*) AS ?n)", "WINDOW :w { ?o :value ?v }", window="[RANGE PT1S STEP PT1S]"))
+    out = ev.push((iri("a"), iri("unread"), num(1)), 500)
+    out += ev.push((iri("b"), iri("value"), num(1)), 2500)
+    out += ev.push((iri("c"), iri("unread"), num(1)), 4200)
+    out += ev.finish()
+    assert rows(out) == [(0, 1000, [{"n": num(0)}]), (2000, 3000, [{"n": num(1)}]), (4000, 5000, [{"n": num(0)}])]
+
+
+def test_an_aggregate_argument_shared_by_the_rows_of_several_groups() -> None:
+    """One offer joined with each of its product's types: its price counts once per type, and
+    a group key given back through SAMPLE (rdflib's way to select ?type) is the key."""
+    ev = InstanceEvaluator(query(
+        "?type (AVG(xsd:decimal(STR(?price))) AS ?avg) (COUNT(*) AS ?n)",
+        "WINDOW :w { ?offer :product ?product ; :price ?price . ?product a ?type }",
+        window="[RANGE PT10S STEP PT10S]", tail="GROUP BY ?type").replace(
+            "PREFIX :", "PREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\nPREFIX :"))
+    a = "<http://www.w3.org/1999/02/22-rdf-syntax-ns#type>"
+    usd = f"<{EX}USD>"
+    for ts, offer, product, price in [(1, "o1", "p1", "10.5"), (2, "o2", "p2", "20"), (3, "o3", "p1", "1.5")]:
+        ev.push((iri(offer), iri("product"), iri(product)), ts)
+        ev.push((iri(offer), iri("price"), f'"{price}"^^{usd}'), ts)
+    for product, types in [("p1", ["T", "U"]), ("p2", ["U"])]:
+        for name in types:
+            ev.push((iri(product), a, iri(name)), 5)
+    dec = "<http://www.w3.org/2001/XMLSchema#decimal>"
+    got = sorted((r["type"], r["avg"], r["n"]) for r in ev.finish()[0].rows)
+    assert got == [(iri("T"), f'"6.0"^^{dec}', num(2)), (iri("U"), f'"10.66666666666666666666666667"^^{dec}', num(3))]

@@ -292,14 +292,14 @@ class InstanceEvaluator:
                                         and all(accepts is not None and p not in accepts for _, accepts in targets))
                 if quiet and triple[0] != triple[2]:
                     for window, _ in targets:
-                        if window.end is None or not window.holds():
+                        if window.end is None or not (window.content or window.late_content):  # holds()
                             self._next = False
                         window.witness(ts)
                     continue
                 entailed = entail(triple)
                 entailed_count += len(entailed) - 1
                 for window, accepts in targets:
-                    if window.end is None or not window.holds():
+                    if window.end is None or not (window.content or window.late_content):
                         self._next = False
                     kept = False
                     for t in entailed:
