@@ -137,7 +137,8 @@ def test_compose_provisioning_writes_a_broker_config_without_anonymous_access(tm
 
 def test_the_package_builds_without_warnings_and_ships_the_dashboard_files(tmp_path):
     """What `make setup` builds (pip, setuptools in build isolation): no warning to read past
-    before the demo starts, and every template and static file of the dashboard in the wheel."""
+    before the demo starts, and every template and static file of the dashboard and every mapping
+    preset in the wheel."""
     import subprocess
     import sys
     import zipfile
@@ -152,3 +153,5 @@ def test_the_package_builds_without_warnings_and_ships_the_dashboard_files(tmp_p
     wanted = {f"edgewave/cloud/dashboard/{p.relative_to(dashboard)}" for d in ("templates", "static")
               for p in (dashboard / d).rglob("*") if p.is_file() and "__pycache__" not in p.parts}
     assert wanted and wanted <= shipped, sorted(wanted - shipped)
+    presets = {f"edgewave/agent/mapping/ttl/{p.name}" for p in (REPO / "agent/mapping/ttl").glob("*.ttl")}
+    assert len(presets) >= 5 and presets <= shipped, sorted(presets - shipped)     # make-config --mapping NAME
