@@ -165,11 +165,18 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("run", help="run the agent").add_argument("--config", required=True, help="agent YAML config")
     sub.add_parser("status", help="print the running agent's counters").add_argument("--config", required=True)
     sub.add_parser("rollback", help="return to the previously applied config").add_argument("--config", required=True)
-    from edgewave.agent import install
+    words = sys.argv[1:] if argv is None else argv
+    if words[:1] == ["install"]:
+        # Only then: its imports (tarfile, shutil's compressors, pwd) stay out of a running agent.
+        from edgewave.agent import install
 
-    install.add_parser(sub)
+        install.add_parser(sub)
+    else:
+        sub.add_parser("install", help="install a provisioned gateway: user, config, keys, systemd unit")
     args = parser.parse_args(argv)
     if args.command == "install":
+        from edgewave.agent import install
+
         return install.run(args)
     try:
         settings = load_settings(args.config)
