@@ -127,6 +127,11 @@ class OutboxWriter:
         return len(self._held)
 
     @property
+    def grouped(self) -> int:
+        """Significant events waiting in the group for its shared commit (not yet in the outbox)."""
+        return len(self._group_events)
+
+    @property
     def poll_s(self) -> float:
         """How long the engine thread may wait for work before calling ``flush_due``: half
         the group wait, at most ``IDLE_POLL_S`` (an idle agent wakes twice a second)."""

@@ -237,7 +237,9 @@ class StatusReporter:
                                   # events the disk refused, waiting in memory, and the sensor messages
                                   # left unacknowledged meanwhile (see outbox_writer.py)
                                   "unwritten": writer.unwritten, "unwrittenBytes": writer.unwritten_bytes,
-                                  "acksHeld": writer.acks_held}
+                                  "acksHeld": writer.acks_held,
+                                  # significant events waiting for the group's shared commit
+                                  "grouped": writer.grouped}
         if self.uplink is not None:
             # sent (the broker's PUBACK came) and not yet landed by ingest; how the uplink
             # deletes: end_to_end, puback (mode off) or older_cloud (auto fell back)

@@ -251,8 +251,10 @@ class Rig:
                     time.sleep(delay)
                 action()
             assert self.sensors.done.wait(timeout_s), "the sensors finished the scenario"
-            wait_for(lambda: (self.agent.state().get("outbox") or {}).get("depth") == 0
-                     and self.agent.counters().get("messages_in", 0) > 0, timeout_s,
+            # empty, and nothing waiting in the group commit (outbox.group_commit_s) to go in
+            wait_for(lambda: (outbox := self.agent.state().get("outbox") or {}).get("depth") == 0
+                     and outbox.get("grouped", 0) == 0 and self.agent.counters().get("messages_in", 0) > 0,
+                     timeout_s,
                      lambda: f"the outbox emptied by landed acknowledgements ({self.agent.state().get('outbox')})")
             self._stopping.set()
             supervisor.join()

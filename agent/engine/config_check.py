@@ -15,6 +15,7 @@ version the envelope carries (``version``), its document limits and whether it e
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
     from edgewave.agent.mapping import CompiledMapping
 
 DEFAULT_LIMITS = DocumentLimits()
+# A mapping's name is part of its counters' names (payload_rejected.<mapping>.<reason>), which
+# the cloud takes as at most 64 letters, digits and _.:- (cloud/registry.py).
+_MAPPING_NAME = re.compile(r"[A-Za-z0-9_:-]{1,30}")
 
 
 @dataclass(frozen=True)
@@ -156,7 +160,15 @@ def check_mappings(doc: ConfigDocument) -> tuple[CompiledMapping, ...]:
         mappings = tuple(compile_mappings(doc.mappings))
     except MappingError as exc:
         raise ConfigRejected(f"mapping rejected: {exc}") from exc
+    names: set[str] = set()
     for index, mapping in enumerate(mappings):      # each topic filter checked by the compiler
+        if not _MAPPING_NAME.fullmatch(mapping.name):
+            raise ConfigRejected(f"mapping {mapping.name[:60]!r} ({mapping.topic_filter}): its name must be 1 to 30 "
+                                 "letters, digits, _, : or - (it names the mapping's counters in the gateway's "
+                                 "status): give its source an ew:name")
+        if mapping.name in names:
+            raise ConfigRejected(f"two mappings are named {mapping.name}: give their sources distinct ew:name")
+        names.add(mapping.name)
         if mapping.stream is None:
             raise ConfigRejected(f"mapping {mapping.name} names no stream: its source needs ew:stream <IRI>")
         for other in mappings[:index]:

@@ -66,3 +66,33 @@ def test_only_a_gateway_judges_its_streams() -> None:
     elsewhere = document({"fire": FIRE.replace("http://example.org/stream/fire", "http://elsewhere.org/stream")})
     assert cloud(elsewhere) is None
     assert agent(elsewhere).startswith("unknown stream <http://elsewhere.org/stream> in pattern fire")
+
+
+def with_mappings(*mappings: list[tuple[str, str, str]]) -> str:
+    from edgewave.shared.configdoc import build_config_document, load_config_document
+
+    doc = load_config_document(document({"fire": FIRE}), "trig")
+    return build_config_document(doc.patterns, doc.schema, doc.static, mappings=[t for m in mappings for t in m])
+
+
+def test_device_mappings_are_judged_alike_by_cloud_and_agent() -> None:
+    from edgewave.agent.mapping import preset_triples
+
+    def preset(name: str, stream: str = "http://example.org/stream/fire") -> list[tuple[str, str, str]]:
+        return preset_triples(name, stream=stream, base_iri="http://example.org/gw1/")
+
+    zigbee = preset("zigbee2mqtt")
+    renamed = [(s, p, '"zigbee sensors on the second floor"') if p == "<https://edgewave.dev/ns#name>" else (s, p, o)
+               for s, p, o in zigbee]
+    overlapping = [(s, p, '"zigbee2mqtt/#"') if p == "<https://edgewave.dev/ns#topicFilter>" else (s, p, o)
+                   for s, p, o in preset("tasmota")]
+    cases = {
+        "presets": (with_mappings(zigbee, preset("senml")), None),
+        "a name that cannot name counters": (with_mappings(renamed), "its name must be 1 to 30 letters"),
+        "overlapping filters": (with_mappings(zigbee, overlapping), "overlapping topic filters"),
+        "no stream": (with_mappings([t for t in zigbee if t[1] != "<https://edgewave.dev/ns#stream>"]),
+                      "names no stream"),
+    }
+    for what, (text, said) in cases.items():
+        assert cloud(text) == agent(text), what
+        assert (said is None and agent(text) is None) or said in (agent(text) or ""), (what, agent(text))
