@@ -120,7 +120,7 @@ class StatusError(ValueError):
 # What an agent sends (agent/status.py ``status_document`` and ``StatusReporter.document``):
 # gateway, state, configVersion, time, startedAt, pid, counters {name: int}, outbox {depth,
 # bytes, oldestAgeMs, dropped, droppedFull, droppedExpired, refused, unwritten, unwrittenBytes,
-# acksHeld, unlanded, oldestUnlandedAgeMs, landedAcks}, warnings [text], configKey {keyId,
+# acksHeld, grouped, unlanded, oldestUnlandedAgeMs, landedAcks}, warnings [text], configKey {keyId,
 # nextKeyId, switched, overlapUntil}. Older agents leave fields out (every field is optional);
 # newer ones may add counters, outbox fields and configKey fields (kept when they are plain
 # values). Top-level fields the schema does not know are not kept.
@@ -137,7 +137,7 @@ LANDED_ACKS_CHARS = 32
 _NAME = re.compile(r"[A-Za-z0-9_.:-]{1,%d}\Z" % MAX_NAME_CHARS)
 
 _OUTBOX_INTS = ("depth", "bytes", "oldestAgeMs", "dropped", "droppedFull", "droppedExpired", "refused",
-                "unwritten", "unwrittenBytes", "acksHeld", "unlanded", "oldestUnlandedAgeMs")
+                "unwritten", "unwrittenBytes", "acksHeld", "grouped", "unlanded", "oldestUnlandedAgeMs")
 _VERSION_FIELDS = ("configVersion", "config_version", "version")
 
 

@@ -48,7 +48,7 @@ def real_status(tmp_path: Path, *, landed: str = "older_cloud", state: str = "on
     writer = SimpleNamespace(
         outbox=SimpleNamespace(stats=lambda: OutboxStats(depth=42, bytes=12_600, oldest_age_ms=5_300, dropped=3,
                                                          dropped_full=1, dropped_expired=2, refused=0)),
-        unwritten=0, unwritten_bytes=0, acks_held=0)
+        unwritten=0, unwritten_bytes=0, acks_held=0, grouped=2)
     uplink = SimpleNamespace(forwarded=500, bytes_forwarded=40_000, inflight=4, bad_landed_acks=0,
                              landed=_Landed(landed))
     configs = SimpleNamespace(version=7, key_status=lambda: {
