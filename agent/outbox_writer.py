@@ -128,8 +128,10 @@ class OutboxWriter:
 
     @property
     def grouped(self) -> int:
-        """Significant events waiting in the group for its shared commit (not yet in the outbox)."""
-        return len(self._group_events)
+        """What waits for the group's shared commit, nothing of it on disk yet: the sensor messages
+        (unacknowledged), or without acknowledgements their journal rows, or their events; 0 once
+        the group committed."""
+        return len(self._group_acks) or len(self._group) or len(self._group_events)
 
     @property
     def poll_s(self) -> float:

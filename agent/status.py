@@ -238,7 +238,7 @@ class StatusReporter:
                                   # left unacknowledged meanwhile (see outbox_writer.py)
                                   "unwritten": writer.unwritten, "unwrittenBytes": writer.unwritten_bytes,
                                   "acksHeld": writer.acks_held,
-                                  # significant events waiting for the group's shared commit
+                                  # sensor messages waiting for the group's shared commit
                                   "grouped": writer.grouped}
         if self.uplink is not None:
             # sent (the broker's PUBACK came) and not yet landed by ingest; how the uplink

@@ -164,9 +164,12 @@ def test_stops_in_the_demo_fire_scenario_lose_and_duplicate_no_match(tmp_path, m
     check_against_reference(run, truth, f"{how}{' + broker restart' if restart_broker else ''}")
 
 
-# A message that made no match is journaled, and acknowledged, once its group commits
-# (outbox.group_commit_s, the shipped default): only then is it the agent's, not the broker's.
-ACKED_AFTER_S = OutboxSettings().group_commit_s + 1.5
+def wait_acknowledged(agent: AgentProcess) -> None:
+    """A message that made no match is journaled, and acknowledged, once its group commits
+    (outbox.group_commit_s, the shipped default): only then is it the agent's, not the broker's."""
+    wait_for(lambda: (agent.state().get("outbox") or {}).get("grouped") == 0, OutboxSettings().group_commit_s + 20,
+             "the group committed")
+    time.sleep(0.3)                          # its acknowledgement on the broker: no redelivery
 
 # -- bad state never stops a gateway ----------------------------------------------------------------
 
@@ -216,7 +219,7 @@ def test_bad_state_is_discarded_logged_counted_and_the_agent_runs(tmp_path, mqtt
     try:
         publish("ew/in/building/gw1-room3-smoke", smoke_message(1))
         wait_for(lambda: agent.counters().get("messages_in") == 1, 30, "the smoke message handled")
-        time.sleep(ACKED_AFTER_S)                # its acknowledgement on the broker: no redelivery
+        wait_acknowledged(agent)
         agent.kill()
         outbox = agent.data_dir / "outbox.db"
         conn = sqlite3.connect(outbox)          # the WAL into the file, so that the damage hits the rows
@@ -279,7 +282,7 @@ class SmokeThenHot:
             wait_for(self.sensors.is_connected, 15, "sensors connected")
             self.sensors.publish("ew/in/building/gw1-room3-smoke", smoke_message(1), qos=1).wait_for_publish(15)
             wait_for(lambda: self.agent.counters().get("messages_in") == 1, 30, "the smoke message handled")
-            time.sleep(ACKED_AFTER_S)                # its acknowledgement on the broker: no redelivery
+            wait_acknowledged(self.agent)
             self.agent.kill()
             monkeypatch.setenv("EDGEWAVE_AGENT_CLOCK", restart_env)
             time.sleep(DOWN_S)
