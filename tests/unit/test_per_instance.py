@@ -306,3 +306,38 @@ def test_an_aggregate_argument_shared_by_the_rows_of_several_groups() -> None:
     dec = "<http://www.w3.org/2001/XMLSchema#decimal>"
     got = sorted((r["type"], r["avg"], r["n"]) for r in ev.finish()[0].rows)
     assert got == [(iri("T"), f'"6.0"^^{dec}', num(2)), (iri("U"), f'"10.66666666666666666666666667"^^{dec}', num(3))]
+
+
+def test_regex_without_flags_and_group_concat_without_separator() -> None:
+    """Arguments a query leaves out read as absent: REGEX's flags, GROUP_CONCAT's separator (" ")."""
+    ev = InstanceEvaluator(query('?o (GROUP_CONCAT(?name) AS ?names)',
+                                 'WINDOW :w { ?o :name ?name FILTER(REGEX(?name, "^k")) }',
+                                 window="[RANGE PT10S STEP PT10S]", tail="GROUP BY ?o"))
+    for ts, name in [(1, "kitchen"), (2, "hall"), (3, "kettle")]:
+        ev.push((iri("o"), iri("name"), f'"{name}"'), ts)
+    assert rows(ev.finish()) == [(0, 10000, [{"o": iri("o"), "names": '"kitchen kettle"'}])]
+
+
+def test_a_query_compiles_the_same_from_its_algebra_sent_as_json() -> None:
+    """A gateway compiles what its document reader sent: the algebra's JSON reads back equal,
+    and the query evaluated from it gives the same rows."""
+    from edgewave.agent.engine.per_instance import parse_instance_query
+    from edgewave.agent.engine.per_instance.algebra import from_json, to_json
+
+    text = query("?room (AVG(?v) AS ?avg) (COUNT(DISTINCT ?o) AS ?n)",
+                 "WINDOW :w { ?o :room ?room ; :value ?v OPTIONAL { ?o :label ?l } "
+                 "FILTER NOT EXISTS { ?o :broken true } FILTER(?v > 1 && STRSTARTS(STR(?room), \"http\")) "
+                 "BIND(?v * 2 AS ?twice) VALUES ?x { 1 UNDEF } }",
+                 tail="GROUP BY ?room HAVING (COUNT(*) > 0) ORDER BY DESC(?avg) LIMIT 5")
+    direct = parse_instance_query(text)
+    sent = json.loads(json.dumps(to_json(direct.algebra)))
+    again = parse_instance_query(text, algebra_of=lambda sparql: from_json(sent))
+    assert again.algebra == direct.algebra
+    assert again.compile().describe() == direct.compile().describe()
+    results = []
+    for parsed in (direct, again):
+        ev = InstanceEvaluator(parsed)
+        for ts, value in [(0, 5), (4000, 9), (6000, 7)]:
+            reading(ev, ts, "a", "r1", value)
+        results.append(rows(ev.finish()))
+    assert results[0] == results[1] and results[0]

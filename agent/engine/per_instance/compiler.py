@@ -1,4 +1,4 @@
-"""rdflib's SPARQL algebra compiled into a per-instance network.
+"""A query's SPARQL algebra (algebra.py) compiled into a per-instance network.
 
 The part of the query below GROUP BY (or all of it, without aggregates) becomes nodes
 that follow the windows' content incrementally; what acts on the result as a whole
@@ -11,12 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from rdflib import Literal, URIRef, Variable
-from rdflib.plugins.sparql.parserutils import CompValue
-
 from .. import filters
 from .aggregate_node import AggregateNode, AggregateSpec
 from .aggregates import AGGREGATES, BY_VALUE
+from .algebra import Iri, Lit, Op
 from .constant_node import ConstantNode
 from .expressions import UnsupportedQuery, expression, term, text_of
 from .extend_node import ExtendNode
@@ -69,10 +67,10 @@ class Compiler:
         self.network = Network()
 
     # ---------------------------------------------------------------- the query
-    def query(self, algebra: CompValue) -> Network:
+    def query(self, algebra: Op) -> Network:
         if algebra.name != "SelectQuery":
             raise UnsupportedQuery(f"{algebra.name} is not supported: a query is a SELECT query")
-        modifiers: list[CompValue] = []
+        modifiers: list[Op] = []
         node = algebra.p
         while node.name in _MODIFIERS or (node.name in ("Extend", "Filter") and _aggregates_below(node)):
             modifiers.append(node)
@@ -91,7 +89,7 @@ class Compiler:
         network.read_off = read_off
         return network
 
-    def modifier(self, read_off: ReadOff, node: CompValue) -> None:
+    def modifier(self, read_off: ReadOff, node: Op) -> None:
         name = node.name
         if name == "Extend":
             read_off.extend(str(node.var), expression(node.expr))
@@ -105,7 +103,7 @@ class Compiler:
         elif name == "OrderBy":
             conditions = []
             for condition in node.expr:
-                if isinstance(condition, CompValue) and condition.name == "OrderCondition":
+                if isinstance(condition, Op) and condition.name == "OrderCondition":
                     conditions.append((expression(condition.expr), condition.order == "DESC"))
                 else:
                     conditions.append((expression(condition), False))
@@ -113,7 +111,7 @@ class Compiler:
         elif name == "Slice":
             read_off.slice(node.start or 0, node.length)
 
-    def aggregate(self, node: CompValue) -> AggregateNode:
+    def aggregate(self, node: Op) -> AggregateNode:
         group = node.p
         child = self.pattern(group.p, self.default_dataset)
         keys = []
@@ -142,7 +140,7 @@ class Compiler:
         return AggregateNode(child, keys, specs, implicit=not group.expr)
 
     # ---------------------------------------------------------------- graph patterns
-    def pattern(self, node: CompValue, dataset: Optional[str]) -> Node:
+    def pattern(self, node: Op, dataset: Optional[str]) -> Node:
         name = node.name
         if name == "BGP":
             return self.bgp(node.triples, dataset)
@@ -158,7 +156,7 @@ class Compiler:
         if name == "LeftJoin":
             left, right = self.pattern(node.p1, dataset), self.pattern(node.p2, dataset)
             optional = OptionalNode(left, right)
-            if node.expr is not None and getattr(node.expr, "name", None) != "TrueFilter":
+            if node.expr is not None and not (isinstance(node.expr, Op) and node.expr.name == "TrueFilter"):
                 optional.bind_condition(filters.compile_filter(self.plain_expression(node.expr),
                                                                _text_of(node.expr)).bind)
             return optional
@@ -176,7 +174,7 @@ class Compiler:
             tree = expression(node.expr)
             return ExtendNode(child, variable, lambda slots: filters.compile_term(tree, slots))
         if name == "Graph":
-            if not isinstance(node.term, URIRef):
+            if not isinstance(node.term, Iri):
                 raise UnsupportedQuery("WINDOW (or GRAPH) with a variable is not supported; name a declared window")
             window = term(node.term)
             if window not in self.windows:
@@ -214,13 +212,13 @@ class Compiler:
             result = JoinNode(result, node)
         return result
 
-    def filter(self, node: CompValue, dataset: Optional[str]) -> Node:
+    def filter(self, node: Op, dataset: Optional[str]) -> Node:
         plain, negations = [], []
         for conjunct in _conjuncts(node.expr):
-            if isinstance(conjunct, CompValue) and conjunct.name in ("Builtin_EXISTS", "Builtin_NOTEXISTS"):
+            if isinstance(conjunct, Op) and conjunct.name in ("Builtin_EXISTS", "Builtin_NOTEXISTS"):
                 negations.append((conjunct.graph, EXISTS if conjunct.name == "Builtin_EXISTS" else NOT_EXISTS))
-            elif (isinstance(conjunct, CompValue) and conjunct.name == "UnaryNot"
-                  and getattr(conjunct.expr, "name", None) in ("Builtin_EXISTS", "Builtin_NOTEXISTS")):
+            elif (isinstance(conjunct, Op) and conjunct.name == "UnaryNot"
+                  and isinstance(conjunct.expr, Op) and conjunct.expr.name in ("Builtin_EXISTS", "Builtin_NOTEXISTS")):
                 inner = conjunct.expr
                 negations.append((inner.graph, NOT_EXISTS if inner.name == "Builtin_EXISTS" else EXISTS))
             else:
@@ -244,10 +242,10 @@ class Compiler:
             raise UnsupportedQuery("EXISTS is not supported here; write FILTER EXISTS { ... } in a group")
         return expression(expr)
 
-    def values(self, node: CompValue) -> Node:
+    def values(self, node: Op) -> Node:
         rows = node.res or []
         variables = list(dict.fromkeys(str(v) for row in rows for v in row))
-        table = [tuple(_value_term(row.get(Variable(v))) for v in variables) for row in rows]
+        table = [tuple(_value_term(row.get(v)) for v in variables) for row in rows]
         constant = ConstantNode(variables, table)
         self.network.constants.append(constant)
         return constant
@@ -275,13 +273,13 @@ def _value_of(tree, slots: dict[str, int]):
 
 
 def _value_term(value: Any) -> Optional[str]:
-    """A VALUES cell: a term, or None for UNDEF (which rdflib gives as something else)."""
-    if isinstance(value, (URIRef, Literal)):
+    """A VALUES cell: a term, or None for UNDEF (which the algebra gives as something else)."""
+    if isinstance(value, (Iri, Lit)):
         return term(value)
     return None
 
 
-def _top_filter(pattern: CompValue) -> tuple[Any, CompValue]:
+def _top_filter(pattern: Op) -> tuple[Any, Op]:
     """An EXISTS group's own FILTER (through its WINDOW and an empty join) and the pattern
     without it: the negative node tests it on the outer solution merged with the inner one,
     which is what substituting the outer solution into the group means for it."""
@@ -290,7 +288,7 @@ def _top_filter(pattern: CompValue) -> tuple[Any, CompValue]:
     if pattern.name == "Graph":
         expr, inner = _top_filter(pattern.p)
         if expr is not None:
-            return expr, CompValue("Graph", term=pattern.term, p=inner)
+            return expr, Op("Graph", term=pattern.term, p=inner)
     if pattern.name == "Join":
         for unit, other in ((pattern.p1, pattern.p2), (pattern.p2, pattern.p1)):
             if unit.name == "BGP" and not unit.triples:
@@ -303,7 +301,7 @@ def _is_unit(node: Node) -> bool:
 
 
 def _conjuncts(expr: Any) -> list:
-    if isinstance(expr, CompValue) and expr.name == "ConditionalAndExpression":
+    if isinstance(expr, Op) and expr.name == "ConditionalAndExpression":
         out = _conjuncts(expr.expr)
         for other in expr.other or ():
             out.extend(_conjuncts(other))
@@ -312,7 +310,7 @@ def _conjuncts(expr: Any) -> list:
 
 
 def _mentions_exists(expr: Any) -> bool:
-    if isinstance(expr, CompValue):
+    if isinstance(expr, Op):
         if expr.name in ("Builtin_EXISTS", "Builtin_NOTEXISTS"):
             return True
         return any(_mentions_exists(v) for k, v in expr.items() if k != "_vars")
@@ -322,7 +320,7 @@ def _mentions_exists(expr: Any) -> bool:
 
 
 def _aggregates_below(node: Any) -> bool:
-    if isinstance(node, CompValue):
+    if isinstance(node, Op):
         if node.name == "AggregateJoin":
             return True
         return any(_aggregates_below(node.get(k)) for k in ("p", "p1", "p2"))

@@ -1,4 +1,4 @@
-"""SPARQL expressions from rdflib's algebra as the expression trees ``filters`` compiles.
+"""SPARQL expressions of a query's algebra (algebra.py) as the expression trees ``filters`` compiles.
 
 rdflib parses the query; evaluation stays edgewave's own (``filters``: closures over rows of
 canonical N-Triples terms, no rdflib objects per solution). A function the engine does not
@@ -8,13 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from rdflib import BNode, Literal, URIRef, Variable
-from rdflib.plugins.sparql.parserutils import CompValue
-
 from ....shared.ntriples import make_literal
 from ..rspql import iri_term
 from .. import filters
 from ..filters import Expr
+from .algebra import Blank, Iri, Lit, Op, Unsupported, Var
 
 XSD = "http://www.w3.org/2001/XMLSchema#"
 
@@ -24,20 +22,20 @@ class UnsupportedQuery(ValueError):
 
 
 def term(node: Any) -> str:
-    """An rdflib term as a canonical N-Triples term; a blank node in a pattern is a variable."""
-    if isinstance(node, URIRef):
+    """An algebra's term as a canonical N-Triples term; a blank node in a pattern is a variable."""
+    if isinstance(node, Iri):
         return iri_term(str(node))  # a relative IRI (a window named <w1>) kept as written
-    if isinstance(node, Literal):
-        datatype = str(node.datatype) if node.datatype is not None else None
-        return make_literal(str(node), datatype=datatype, lang=node.language)
-    if isinstance(node, Variable):
+    if isinstance(node, Lit):
+        return make_literal(str(node), datatype=node.datatype, lang=node.language)
+    if isinstance(node, Var):
         return "?" + str(node)
-    if isinstance(node, BNode):
+    if isinstance(node, Blank):
         return "?_:" + str(node)
-    raise UnsupportedQuery(f"{type(node).__name__} terms are not supported")
+    kind = str(node) if isinstance(node, Unsupported) else type(node).__name__
+    raise UnsupportedQuery(f"{kind} terms are not supported")
 
 
-# Builtins whose rdflib argument names, in order, are the function's arguments.
+# Builtins whose argument names (rdflib's), in order, are the function's arguments.
 _ARGUMENTS = {
     "REGEX": ("text", "pattern", "flags"), "IF": ("arg1", "arg2", "arg3"),
     "sameTerm": ("arg1", "arg2"), "LANGMATCHES": ("arg1", "arg2"), "CONTAINS": ("arg1", "arg2"),
@@ -48,12 +46,12 @@ _RELATIONAL = ("=", "!=", "<", ">", "<=", ">=")
 
 
 def expression(node: Any) -> Expr:
-    """The expression tree for an rdflib expression node."""
-    if isinstance(node, Variable):
+    """The expression tree for an algebra's expression node."""
+    if isinstance(node, Var):
         return ("var", str(node))
-    if isinstance(node, (URIRef, Literal)):
+    if isinstance(node, (Iri, Lit)):
         return ("const", term(node))
-    if not isinstance(node, CompValue):
+    if not isinstance(node, Op):
         raise UnsupportedQuery(f"expression {node!r} is not supported")
     name = node.name
     if name in ("ConditionalOrExpression", "ConditionalAndExpression"):
@@ -94,7 +92,7 @@ def expression(node: Any) -> Expr:
     raise UnsupportedQuery(f"{name} is not supported")
 
 
-def _builtin(function: str, node: CompValue) -> Expr:
+def _builtin(function: str, node: Op) -> Expr:
     upper = function.upper()
     if upper not in filters.BUILTINS:
         raise UnsupportedQuery(f"function {upper} is not supported")
@@ -105,7 +103,7 @@ def _builtin(function: str, node: CompValue) -> Expr:
         args = list(node.arg or ())
     else:
         args = [node.arg]
-    if upper == "BOUND" and not isinstance(args[0], Variable):
+    if upper == "BOUND" and not isinstance(args[0], Var):
         raise UnsupportedQuery("BOUND takes a variable")
     tree = ("call", upper, [expression(arg) for arg in args])
     try:

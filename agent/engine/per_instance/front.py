@@ -6,22 +6,22 @@ already get the scoping of FILTER, BIND and OPTIONAL, the translation of aggrega
 HAVING, and VALUES right, and the W3C tests hold them to it; growing the hand-written
 parser to all of SPARQL 1.1 would repeat that work. The window clauses stay ours (rdflib
 knows no RSP-QL), and so does evaluation: rdflib only parses, once, when a query is
-registered.
+registered, and the compiler reads a plain copy of its algebra (algebra.py), so a process
+that is handed the algebra compiles without rdflib.
 """
 from __future__ import annotations
 
 import re
-from typing import NamedTuple, Optional
-
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
 
 from ..query import QuerySyntaxError, WindowSpec
 from ..rspql import RspqlClauses, split_rspql
+from .algebra import Op, from_rdflib
 
 if TYPE_CHECKING:
     from .compiler import Network
 
-__all__ = ["InstanceQuery", "parse_instance_query", "parse_for_evaluation"]
+__all__ = ["InstanceQuery", "parse_instance_query", "parse_for_evaluation", "sparql_algebra"]
 
 
 class InstanceQuery(NamedTuple):
@@ -30,7 +30,7 @@ class InstanceQuery(NamedTuple):
     windows: dict[str, WindowSpec]
     text: str
     clauses: RspqlClauses
-    algebra: Any  # rdflib's algebra of the SPARQL part, parsed once (compiling reads it, never changes it)
+    algebra: Op  # the SPARQL part's algebra (algebra.py), parsed once (compiling reads it, never changes it)
 
     def compile(self) -> "Network":
         """A fresh network for this query (each evaluator holds its own state)."""
@@ -43,7 +43,10 @@ class InstanceQuery(NamedTuple):
             raise _located(str(exc), self.text) from None
 
 
-def _algebra(sparql: str):
+def sparql_algebra(sparql: str) -> Op:
+    """The algebra of a query's SPARQL part (rdflib parses and translates it), as plain values.
+
+    Raises QuerySyntaxError where rdflib refuses the text."""
     from rdflib.plugins.sparql.algebra import translateQuery
     from rdflib.plugins.sparql.parser import parseQuery
     from pyparsing import ParseException
@@ -58,9 +61,10 @@ def _algebra(sparql: str):
             raise QuerySyntaxError(f"SPARQL syntax error near '{found}'", exc.lineno, exc.col,
                                    ("a SPARQL 1.1 query",)) from None
         try:
-            return translateQuery(parsed).algebra
+            algebra = translateQuery(parsed).algebra
         except Exception as exc:  # rdflib's translation refuses some queries (e.g. an ungrouped variable)
             raise QuerySyntaxError(f"{exc}", 1, 1, ()) from None
+    return from_rdflib(algebra)
 
 
 def _located(message: str, text: str) -> QuerySyntaxError:
@@ -81,39 +85,46 @@ def _located(message: str, text: str) -> QuerySyntaxError:
     return QuerySyntaxError(message, line, column, ())
 
 
-def parse_instance_query(text: str, *, default_width_ms: Optional[int] = None) -> InstanceQuery:
-    """Parse and check a per-instance query; raises QuerySyntaxError with line and column."""
+AlgebraOf = Callable[[str], Op]
+
+
+def parse_instance_query(text: str, *, default_width_ms: Optional[int] = None,
+                         algebra_of: Optional[AlgebraOf] = None) -> InstanceQuery:
+    """Parse and check a per-instance query; raises QuerySyntaxError with line and column.
+
+    ``algebra_of`` gives the algebra of the query's SPARQL part (default: ``sparql_algebra``,
+    rdflib in this process); a gateway passes what its document reader parsed."""
     clauses = split_rspql(text, default_width_ms=default_width_ms)
     if not clauses.windows:
         raise QuerySyntaxError("a per-instance query reads at least one window (FROM NAMED WINDOW or "
                                "FROM STREAM ... [RANGE ...])", 1, 1, ("FROM",))
-    algebra = _algebra(clauses.sparql)  # rdflib only for a per-instance query
+    algebra = (algebra_of or sparql_algebra)(clauses.sparql)  # rdflib only for a per-instance query
     query = InstanceQuery(clauses.name, clauses.stream, clauses.windows, text, clauses, algebra)
     query.compile()  # every error now, not at the first instance
     return query
 
 
-def parse_for_evaluation(text: str, *, per_instance: bool = False,
-                         default_width_ms: Optional[int] = None):
+def parse_for_evaluation(text: str, *, per_instance: bool = False, default_width_ms: Optional[int] = None,
+                         algebra_of: Optional[AlgebraOf] = None):
     """The query for the mode it needs: a conjunctive pattern (``rspql.parse_query``'s Query)
     keeps continuous matching; a query that needs a window's content as a whole (aggregates,
     OPTIONAL, negation, UNION, BIND, VALUES, expressions in SELECT, solution modifiers, or
     REGISTER ISTREAM/DSTREAM) is evaluated per instance, as is every query when
     ``per_instance`` is asked for. A query neither accepts raises the error of the
     evaluator that says most: per-instance for a construct continuous matching does not
-    support, the pattern parser's for anything else."""
+    support, the pattern parser's for anything else. ``algebra_of``: as for ``parse_instance_query``."""
     from ..rspql import parse_query
 
     if per_instance:
-        return parse_instance_query(text, default_width_ms=default_width_ms)
+        return parse_instance_query(text, default_width_ms=default_width_ms, algebra_of=algebra_of)
     try:
         query = parse_query(text, default_width_ms=default_width_ms)
     except QuerySyntaxError as refused:
         if "not supported" not in str(refused):
             raise
-        return parse_instance_query(text, default_width_ms=default_width_ms)
+        return parse_instance_query(text, default_width_ms=default_width_ms, algebra_of=algebra_of)
     if split_rspql(text, default_width_ms=default_width_ms).stream in ("ISTREAM", "DSTREAM"):
-        return parse_instance_query(text, default_width_ms=default_width_ms)
+        return parse_instance_query(text, default_width_ms=default_width_ms, algebra_of=algebra_of)
     return query
 
 
