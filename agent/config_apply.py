@@ -27,7 +27,8 @@ from edgewave.agent.pipeline import Event, Pipeline
 from edgewave.agent.reconfigure import (APPLIED, APPLY_FAILED, NO_KEY, REJECTED, CompiledConfig, Verdict, ack_payload,
                                         compile_document, document_limits, judge)
 from edgewave.agent.status import Counters
-from edgewave.shared.configdoc import ConfigRejected, load_config_document
+from edgewave.agent.document_reader import read_document
+from edgewave.shared.configdoc import ConfigRejected
 from edgewave.shared.log_limit import LogLimiter
 
 log = logging.getLogger("edgewave.agent")
@@ -77,8 +78,9 @@ class ConfigApplier:
             text = Path(s.config.bootstrap).read_text()
             fmt = "turtle" if s.config.bootstrap.endswith(".ttl") else "trig"
             limits = document_limits(s)
-            version = load_config_document(text, fmt, limits).version or 0
-            compiled = compile_document(version, fmt, text, s, limits)   # a broken local file should stop start-up
+            parsed = read_document(text, fmt, limits)   # a broken local file should stop start-up
+            version = parsed.document.version or 0
+            compiled = compile_document(version, fmt, text, s, limits, parsed)
             self.store.record(version, fmt, text, source="bootstrap")
             log.info("config event=bootstrap path=%s version=%s", s.config.bootstrap, version)
         self.pipeline.rebuild(compiled)

@@ -17,8 +17,9 @@ A rejected document changes nothing. Either way the cloud gets an ack.
 Nothing a pushed payload holds can make judging it fail: the envelope is read within
 ``config.max_envelope_bytes`` and a fixed nesting, the signature is checked before any
 RDF parser runs, the document's size, nesting and terms are checked before rdflib
-parses it, and whatever is raised after that (RecursionError, MemoryError, a bug) is a
-rejection of kind ``decoder_error``, with the error in the ack's reason.
+parses it (in a child process: document_reader.py), and whatever is raised after that
+(RecursionError, MemoryError, a bug, a child that gives no answer) is a rejection of kind
+``decoder_error``, with the error in the ack's reason.
 """
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ from typing import TYPE_CHECKING, Callable
 
 from edgewave.agent.config import AgentSettings
 from edgewave.agent.engine import Engine, Match, parse_query
-from edgewave.agent.engine.config_check import check_config_document, unprocessable
+from edgewave.agent.document_reader import read_document
+from edgewave.agent.engine.config_check import ParsedDocument, check_config_document, unprocessable
 from edgewave.agent.engine.per_instance import InstanceQuery
 from edgewave.shared import clock
 from edgewave.shared.bounded_json import load_json
@@ -94,16 +96,20 @@ class ConfigChange:
 
 
 def compile_document(version: int, fmt: str, text: str, settings: AgentSettings,
-                     limits: DocumentLimits | None = None) -> CompiledConfig:
+                     limits: DocumentLimits | None = None, parsed: ParsedDocument | None = None) -> CompiledConfig:
     """Parse and validate a document completely; raises ConfigRejected with an operator's reason.
 
     The checks are the engine package's ``check_config_document``, the same the cloud runs
     before it signs a document, given what only this gateway knows: its streams, its
     entailment setting and the envelope's version. ``limits`` (see ``document_limits``)
     apply to what comes from outside; None for a document the config store holds, which
-    passed them when it was pushed."""
-    checked = check_config_document(text, fmt, limits=limits, version=version,
-                                    entailment=settings.engine.entailment, knows_stream=settings.knows_stream)
+    passed them when it was pushed. The document is read (rdflib) by a child process
+    (document_reader.py), unless ``parsed`` is what it read already; a child that gives no
+    answer raises DocumentReaderFailed."""
+    if parsed is None:
+        parsed = read_document(text, fmt, limits)
+    checked = check_config_document(text, fmt, limits=limits, version=version, entailment=settings.engine.entailment,
+                                    knows_stream=settings.knows_stream, parsed=parsed)
     doc = checked.document
     return CompiledConfig(version=version, format=fmt, document=text, patterns=checked.patterns,
                           instance_queries=checked.instance_queries, reports=checked.reports,

@@ -15,16 +15,19 @@ import json
 import re
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import Any, Iterable, Mapping
-
-import rdflib
-from rdflib import Literal, URIRef
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from . import vocab
 from .alert_text import AlertText
 from .bounded_json import PayloadError, load_json
 from .ntriples import parse_lines
-from .rdflib_literals import literals_as_written
+
+if TYPE_CHECKING:
+    import rdflib
+
+# rdflib is imported by the functions that read RDF, not here: a gateway verifies envelopes
+# and holds ConfigDocuments without it (its documents are read in a child process,
+# edgewave.agent.document_reader), which keeps about 15 MB out of its resident memory.
 
 FORMATS = ("trig", "turtle")
 
@@ -189,7 +192,10 @@ def canonical_triples(triples: Iterable[tuple[str, str, str]], blank: str = "b")
     triples = list(triples)
     if not any(term.startswith("_:") for triple in triples for term in triple):
         return sorted(set(triples))
+    import rdflib
     from rdflib.compare import to_canonical_graph
+
+    from .rdflib_literals import literals_as_written
 
     with literals_as_written():
         graph = rdflib.Graph()
@@ -213,12 +219,14 @@ def _parse_error(exc: Exception) -> ConfigRejected:
     return ConfigRejected(f"parse error{where}: {what}", PARSE_ERROR)
 
 
-def _text(graph: rdflib.Graph, node, pred: URIRef) -> str | None:
+def _text(graph: rdflib.Graph, node, pred: rdflib.URIRef) -> str | None:
     value = graph.value(node, pred)
     return None if value is None else str(value)
 
 
 def _number(graph: rdflib.Graph, node, pred: str) -> float | None:
+    from rdflib import Literal, URIRef
+
     value = graph.value(node, URIRef(vocab.iri(pred)))
     if value is None:
         return None
@@ -241,6 +249,10 @@ def load_config_document(text: str, fmt: str = "trig",
                              PARSE_ERROR)
     if limits is not None:
         check_document(text, limits)
+    import rdflib
+
+    from .rdflib_literals import literals_as_written
+
     dataset = rdflib.Dataset()
     try:
         with literals_as_written():
@@ -258,6 +270,9 @@ def load_config_document(text: str, fmt: str = "trig",
 
 def _read_document(dataset: rdflib.Dataset) -> ConfigDocument:
     """Split a parsed dataset into patterns, schema, static triples and significance rules."""
+    import rdflib
+    from rdflib import URIRef
+
     config_graph = rdflib.Graph()
     schema_graph = rdflib.Graph()
     static_graph = rdflib.Graph()

@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Mapping, Union
 
 from edgewave.shared.alert_text import AlertText, TemplateError, check_alert_text
 from edgewave.shared.configdoc import ConfigDocument, ConfigRejected, DocumentLimits, load_config_document
 from edgewave.shared.topics import filters_overlap
 
 from .engine import Engine
-from .per_instance.front import InstanceQuery, parse_for_evaluation
+from .per_instance.algebra import Op
+from .per_instance.front import InstanceQuery, parse_for_evaluation, sparql_algebra
 from .per_instance.reporting import DEFAULT_POLICY, ReportPolicy
 from .query import QuerySyntaxError
 from .steps import stream_key
@@ -52,6 +53,51 @@ class CheckedDocument:
     mappings: tuple[CompiledMapping, ...] = ()
 
 
+@dataclass(frozen=True)
+class ParsedDocument:
+    """A document as parsing leaves it: what it says, and what parsing each per-instance query's
+    SPARQL part gave (its algebra, or the syntax error).
+
+    Parsing is the part of the check that needs rdflib. A gateway has it done by a short-lived
+    child process (``edgewave.agent.document_reader``) and hands the result to
+    ``check_config_document``, which then runs the rest, in the same order and with the same
+    messages, without rdflib in the gateway's own memory."""
+
+    document: ConfigDocument
+    algebras: Mapping[str, Union[Op, QuerySyntaxError]]   # by the SPARQL part's text
+
+    def algebra_of(self, sparql: str) -> Op:
+        outcome = self.algebras.get(sparql)
+        if isinstance(outcome, QuerySyntaxError):
+            raise QuerySyntaxError(outcome.message, outcome.line, outcome.column, outcome.expected)
+        if outcome is None:   # parse_document saw every pattern: only a different text gets here
+            raise QuerySyntaxError("this query's SPARQL part was not parsed with its document", 1, 1, ())
+        return outcome
+
+
+def parse_document(text: str, fmt: str, limits: DocumentLimits | None = DEFAULT_LIMITS) -> ParsedDocument:
+    """Read ``text`` (rdflib) and parse the SPARQL part of each pattern evaluated per window
+    instance; raises ConfigRejected as ``load_config_document`` does. A pattern's own errors
+    are kept for ``check_config_document`` to raise in its turn."""
+    doc = load_config_document(text, fmt, limits)
+    algebras: dict[str, Union[Op, QuerySyntaxError]] = {}
+
+    def recorded(sparql: str) -> Op:
+        try:
+            algebras[sparql] = sparql_algebra(sparql)
+        except QuerySyntaxError as exc:
+            algebras[sparql] = exc
+            raise
+        return algebras[sparql]
+
+    for query_text in doc.patterns.values():
+        try:
+            parse_for_evaluation(query_text, algebra_of=recorded)
+        except QuerySyntaxError:
+            pass  # the check refuses it, in its turn
+    return ParsedDocument(doc, algebras)
+
+
 def unprocessable(exc: BaseException) -> str:
     """The reason given for a document whose judging raised something unexpected (RecursionError,
     MemoryError, a bug): the document fails, not the one judging it."""
@@ -69,7 +115,8 @@ def check_version(declared: int | None, version: int) -> None:
 
 def check_config_document(text: str, fmt: str, *, limits: DocumentLimits | None = DEFAULT_LIMITS,
                           version: int | None = None, entailment: bool = True,
-                          knows_stream: Callable[[str], bool] | None = None) -> CheckedDocument:
+                          knows_stream: Callable[[str], bool] | None = None,
+                          parsed: ParsedDocument | None = None) -> CheckedDocument:
     """Parse ``text`` and compile every pattern of it in a trial engine with its schema and static data
     (a per-instance query compiles its own network when it is parsed).
 
@@ -79,8 +126,11 @@ def check_config_document(text: str, fmt: str, *, limits: DocumentLimits | None 
     it reads (when ``knows_stream`` is given), its alert text (shared/alert_text.py: a message
     naming only variables the pattern binds), its compilation, and last the static data.
     The payload mappings come before the patterns: the streams they feed are streams
-    patterns may read. ``limits`` None: a document accepted before (a gateway's config store)."""
-    doc = load_config_document(text, fmt, limits)
+    patterns may read. ``limits`` None: a document accepted before (a gateway's config store).
+    ``parsed``: ``parse_document``'s result for ``text``, read elsewhere within ``limits``
+    (then nothing here needs rdflib)."""
+    doc = parsed.document if parsed is not None else load_config_document(text, fmt, limits)
+    algebra_of = parsed.algebra_of if parsed is not None else None
     if version is not None:
         check_version(doc.version, version)
     mappings = check_mappings(doc)
@@ -90,17 +140,17 @@ def check_config_document(text: str, fmt: str, *, limits: DocumentLimits | None 
     instance_queries: dict[str, InstanceQuery] = {}
     reports: dict[str, str] = {}
     trial = Engine(schema=list(doc.schema), entailment=entailment, on_match=lambda m: None)
-    parsed: dict[str, object] = {}
+    queries: dict[str, object] = {}
     for label, query_text in sorted(doc.patterns.items()):
         try:
-            parsed[label] = parse_for_evaluation(query_text)
+            queries[label] = parse_for_evaluation(query_text, algebra_of=algebra_of)
         except QuerySyntaxError:
             pass  # refused below, in its turn
     # The streams chained rules of this document make (rules.py) are streams patterns may read.
-    made = {stream_key(q.name) for q in parsed.values() if not isinstance(q, InstanceQuery) and q.construct}
+    made = {stream_key(q.name) for q in queries.values() if not isinstance(q, InstanceQuery) and q.construct}
     for label, query_text in sorted(doc.patterns.items()):
         try:
-            query = parsed[label] if label in parsed else parse_for_evaluation(query_text)
+            query = queries[label] if label in queries else parse_for_evaluation(query_text, algebra_of=algebra_of)
         except QuerySyntaxError as exc:
             raise ConfigRejected(f"parse error in pattern {label} at line {exc.line} column {exc.column}: "
                                  f"{exc.message or exc}") from exc

@@ -95,3 +95,29 @@ def test_a_pushed_aggregate_reports_each_instance_once_through_agent_crashes(tmp
         cloud.close()
         agent.stop()
         watcher.close()
+
+
+def test_the_running_agent_reads_its_documents_without_importing_rdflib(tmp_path, mqtt_broker, mqtt_broker2,
+                                                                       monkeypatch):
+    """rdflib and its SPARQL parser stay out of a gateway's memory: the real agent, with Python's
+    import log on, applies a pushed per-instance query and refuses one with a SPARQL syntax error
+    (read by its document reader, in a child process), and its own log names neither."""
+    monkeypatch.setenv("PYTHONPROFILEIMPORTTIME", "1")
+    watcher = CloudWatcher(mqtt_broker2)
+    cloud = Publisher(mqtt_broker2, "test-cloud-publisher")
+    agent = AgentProcess(tmp_path / "agent", mqtt_broker, mqtt_broker2).start()
+    try:
+        push_config(cloud, 1, config_document(1, patterns={"fire": FIRE, "average": AVERAGE}))
+        assert watcher.wait_ack(1)["status"] == "applied", watcher.ack_for(1)
+        push_config(cloud, 2, config_document(2, patterns={"average": AVERAGE.replace("GROUP BY", "GROUP BY BY")}))
+        refused = watcher.wait_ack(2)
+        assert refused["status"] == "rejected" and "SPARQL syntax error" in refused["reason"], refused
+        imported = {line.rsplit("|", 1)[1].strip() for line in agent.log().splitlines()
+                    if line.startswith("import time:") and "|" in line}
+        assert "edgewave.agent.runtime" in imported         # the import log is there to read
+        assert not {name for name in imported if name.split(".")[0] in ("rdflib", "pyparsing")}
+        assert agent.counters()["instance_queries"] == 1
+    finally:
+        cloud.close()
+        agent.stop()
+        watcher.close()

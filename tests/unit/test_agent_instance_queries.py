@@ -17,6 +17,7 @@ from edgewave.agent.config import settings_from_dict
 from edgewave.agent.outbox_writer import Written
 from edgewave.agent.reconfigure import compile_document
 from edgewave.agent.runtime import Agent
+from edgewave.shared import clock as shared_clock
 from edgewave.shared.events import rows_dicts
 
 EX = "http://example.org/"
@@ -34,12 +35,16 @@ def open_agent(tmp_path: Path, version: int = 1, threshold: int = 50) -> Agent:
 
 @pytest.fixture
 def clock(monkeypatch):
-    """The agent's wall clock, set by each test to a time of its own (``at``); ``boot`` names
-    the boot it is (a restart on the same boot ages the windows by the boot clock instead)."""
+    """The agent's wall clock, stopped at a time each test sets (``at``): the real time a step
+    takes (a config document is read by a child process) must not move a 2 s window. ``boot``
+    names the boot it is (a restart on the same boot ages the windows by the boot clock instead)."""
+    now = [BASE]
+    monkeypatch.setattr(shared_clock, "now_ms", lambda: now[0])
+    monkeypatch.setattr(CLOCK, "wall_offset_ms", 0)
     monkeypatch.setattr(CLOCK, "boot_id", "boot-a")
 
     def at(ms: int, boot: str = "boot-a") -> None:
-        monkeypatch.setattr(CLOCK, "wall_offset_ms", BASE + ms - CLOCK.wall_ms() + CLOCK.wall_offset_ms)
+        now[0] = BASE + ms
         monkeypatch.setattr(CLOCK, "boot_id", boot)
     return at
 
