@@ -60,7 +60,7 @@ from edgewave.agent.mqtt_link import Ack
 from edgewave.agent.outbox import Outbox
 from edgewave.agent.pipeline import Event
 from edgewave.agent.status import Counters
-from edgewave.agent.window_journal import JournalEntry, WindowJournal
+from edgewave.agent.window_journal import JournalBlock, JournalEntry, WindowJournal
 from edgewave.shared.events import encode_event
 
 log = logging.getLogger("edgewave.agent")
@@ -76,8 +76,8 @@ GROUPED_KINDS = frozenset({"significant"})   # events that may wait in a group; 
 KIND_COUNTERS = {"match": "matches", "significant": "significant", "instance": "instance_events"}
 
 Row = tuple[int, bytes]      # (outbox seq, payload)
-# one transaction: journal rows (and the journal epoch they were made in), events
-Batch = tuple[list[JournalEntry], int, list[tuple[str, str, bytes]]]
+# one transaction: journal rows, packed (and the journal epoch they were made in), events
+Batch = tuple[list[JournalBlock], int, list[tuple[str, str, bytes]]]
 
 
 class Written(NamedTuple):
@@ -180,7 +180,9 @@ class OutboxWriter:
                 group = []
             group.append(entry)
             epoch = self.journal.epoch
-        batch: Batch = (group, epoch, rows)
+        # The group's messages packed into one journal row (window_journal.py), before the
+        # transaction; kept packed if the disk refuses it.
+        batch: Batch = (self.journal.pack(group) if group else [], epoch, rows)
         stored: list[Row] | None = None
         if not self._unwritten:
             try:
@@ -199,9 +201,9 @@ class OutboxWriter:
 
     def _store(self, batch: Batch) -> list[Row]:
         """One transaction: the journal rows (and any journal upkeep) and the events."""
-        entries, epoch, rows = batch
+        blocks, epoch, rows = batch
         journal = self.journal
-        statement = journal.statement(entries, epoch)
+        statement = journal.statement(blocks, epoch)
         if not rows and statement is None:
             return []
         try:
@@ -214,8 +216,8 @@ class OutboxWriter:
         return [(seq, row[2]) for seq, row in zip(seqs, rows) if seq is not None]
 
     def _hold(self, batch: Batch) -> None:
-        entries, _, rows = batch
-        size = sum(len(row[2]) for row in rows) + sum(len(e.payload) for e in entries)
+        blocks, _, rows = batch
+        size = sum(len(row[2]) for row in rows) + sum(len(b.payload) for b in blocks)
         if self.unwritten_bytes + size > self.max_unwritten_bytes:
             if rows:
                 self.counters.add("outbox_unwritten_dropped", len(rows))
@@ -223,8 +225,8 @@ class OutboxWriter:
                     log.error("outbox event=unwritten_dropped id=%s kind=%s dropped_total=%d unwritten_max_bytes=%d",
                               rows[0][0], rows[0][1], self.counters["outbox_unwritten_dropped"],
                               self.max_unwritten_bytes)
-            if entries:
-                self.counters.add("state_unwritten_dropped", len(entries))
+            if blocks:
+                self.counters.add("state_unwritten_dropped", sum(b.messages for b in blocks))
             return
         self._unwritten.append(batch)
         self._unwritten_events += len(rows)
@@ -327,7 +329,7 @@ class OutboxWriter:
                 stored.extend(self._store(batch))
                 self._unwritten.popleft()
                 self._unwritten_events -= len(batch[2])
-                self.unwritten_bytes -= sum(len(row[2]) for row in batch[2]) + sum(len(e.payload) for e in batch[0])
+                self.unwritten_bytes -= sum(len(row[2]) for row in batch[2]) + sum(len(b.payload) for b in batch[0])
         except sqlite3.Error as exc:
             self.counters.add("outbox_write_failed")
             now = time.monotonic()

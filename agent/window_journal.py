@@ -7,20 +7,24 @@ once handled and is not delivered again.
 
 What makes it exact:
 
-- **One durable step.** A sensor message's journal row (topic, arrival time, payload) is
+- **One durable step.** A sensor message's journal entry (topic, arrival time, payload) is
   written in the same SQLite transaction as the events it made, in the outbox's file
   (``Outbox.append_batch``), and its acknowledgement goes only after that commit. So a
   message is either journaled *and* its events stored, or neither (and then unacknowledged:
   the local broker delivers it again). A separate file could not give that: SQLite
   transactions across attached WAL databases are not atomic. Several messages that made no
   event may share one commit (outbox_writer.py, *group commit*): each still waits for it.
-- **Small on the card, cheap on the latency path.** The payload is stored compressed with
-  zstd against a dictionary of the vocabulary sensors use (``Packer``): a 950-byte
-  observation takes about 200 bytes, so a commit of a few rows touches a page or two of the
-  outbox file (512-byte pages, outbox.py). The row of a message that completed a match is
-  packed on the network thread before its events may be published: zstd took 1.4 us for
-  a 200-byte alarm and 4.4 us for a 950-byte observation where deflate took 4.1 and 9.4
-  (the observation 7 % larger, the alarm 27 %; one page holds several rows either way).
+- **One row per commit, small on the card.** The messages a commit journals are packed
+  together into one row (``Packer.pack_block``: zstd against a dictionary of the vocabulary
+  sensors use), so each message's repeated structure (the sensor's IRIs, the property, the
+  datatypes) is stored once per commit: a demo observation of 950 bytes took about 205
+  bytes in a row of its own and takes about 90 in a group's (at the demo's pace a group
+  holds about 14). One row instead of fourteen is also one B-tree cell where there were
+  fourteen, two to a 512-byte leaf: a group commit appended about 9 journal leaves and an
+  interior page or two to the WAL, and now appends a leaf or two and the row's overflow
+  pages, and the journal a checkpoint copies went from about 500 pages to 220. The group is
+  packed when it commits, outside the outbox's lock: about 30 us for 16 observations, less
+  than packing them one by one took.
 - **Replay without re-sending.** At start, before any connection, the journal's rows are
   pushed into the fresh engine with their arrival times; the matches they complete were
   stored with those very rows, so they are dropped (counted as ``state_replayed_matches``),
@@ -32,8 +36,10 @@ What makes it exact:
   journal's messages are kept from the restore until the first message that is not one of
   them (redeliveries come first, in order); such a message is acknowledged and skipped
   (``redelivered_skipped``).
-- **Bounded, in small pieces.** Rows older than the longest window of the running config
-  are deleted in the transaction of a later message, a few pages at a time: once
+- **Bounded, in small pieces.** Rows whose messages are all older than the longest window
+  of the running config are deleted in the transaction of a later message, a few pages at
+  a time (a row with one message still in a window stays whole, and a restore skips the
+  others): once
   ``PRUNE_ROWS`` of them are due, or the oldest has waited ``PRUNE_WAIT_MS``; never more
   than ``PRUNE_MAX_ROWS`` at once. An idle gateway deletes them in a transaction of its
   own (``upkeep_due``, outbox_writer.py). Deleting every 100 ms instead (100 rows at 1,000
@@ -82,7 +88,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("edgewave.agent.journal")
 
-JOURNAL_FORMAT = "5"          # the tables' layout and the meaning of their columns (5: the topic packed)
+JOURNAL_FORMAT = "6"          # the tables' layout and the meaning of their columns (6: a commit's messages in one row)
 CLOCK_TOLERANCE_MS = 1000     # wall and boot clocks drift apart by less; smaller shifts are left alone
 # Expired rows are deleted in whole marks (``_marks``): a mark holds up to MARK_ROWS rows
 # that arrived within MARK_EVERY_MS. A transaction deletes them once PRUNE_ROWS are due (a
@@ -98,18 +104,19 @@ PRUNE_ROWS = 32
 PRUNE_WAIT_MS = 30_000
 PRUNE_MAX_ROWS = 256
 
-# The stream is not stored: the topic names it (``ew/in/<stream>/<sensor>``, mapped by the
-# settings as at intake). Its IRI was a fifth of an alarm's row: more rows to a page, fewer
-# pages for each commit to append and each checkpoint to copy. The topic itself is packed with
-# the payload (``topic NUL payload``; MQTT topics hold no NUL), where it shares the sensor's
-# name with the observation's IRIs, and the topic column stays empty: a demo observation's row
-# went from about 260 bytes to 230, so two now fit a 512-byte leaf where often one did.
+# A row holds the messages one commit journaled (``Packer.pack_block``): ``arrival_ms`` and
+# ``boot_ms`` are those of its last message, whose offsets from it are in the packed block
+# (so a restore's shift of the clock is one UPDATE of the column). The stream is not stored:
+# the topic names it (``ew/in/<stream>/<sensor>``, mapped by the settings as at intake), and
+# each message is stored as ``topic NUL payload`` (MQTT topics hold no NUL), where the topic
+# shares the sensor's name with the observation's IRIs.
 _TABLES = ("CREATE TABLE IF NOT EXISTS journal (seq INTEGER PRIMARY KEY, arrival_ms INTEGER NOT NULL, "
-           "boot_ms INTEGER NOT NULL, topic TEXT NOT NULL, payload BLOB NOT NULL)",
+           "boot_ms INTEGER NOT NULL, payload BLOB NOT NULL)",
            "CREATE TABLE IF NOT EXISTS journal_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
-_INSERT = "INSERT INTO journal (seq, arrival_ms, boot_ms, topic, payload) VALUES (?, ?, ?, ?, ?)"
+_INSERT = "INSERT INTO journal (seq, arrival_ms, boot_ms, payload) VALUES (?, ?, ?, ?)"
 
 TOPIC_MAX_BYTES = 65_536       # what a packed topic adds at most (MQTT's limit on a topic)
+BLOCK_MESSAGES = 32           # messages in one row at most (a group holds 16; a longer list is split)
 PACK_LEVEL = 4                # zstd's: level 3 stored 15 % more bytes, level 5 took a quarter more time
 
 # What sensor payloads repeat (SSN/SOSA terms, datatypes, N-Triples punctuation): the
@@ -124,24 +131,101 @@ _DICTIONARY = (
     b'"^^<http://www.w3.org/2001/XMLSchema#decimal> .\n<http://www.w3.org/ns/sosa/hasSimpleResult> "')
 
 
+class JournalEntry(NamedTuple):
+    """One sensor message as it entered the engine, waiting for its commit."""
+
+    arrival_ms: int
+    boot_ms: int
+    message: bytes        # ``topic NUL payload``
+    size: int             # the payload's own bytes: what ``state.max_bytes`` counts
+
+
+class JournalBlock(NamedTuple):
+    """The messages of one commit, packed: one row of the journal."""
+
+    arrival_ms: int       # its last message's
+    boot_ms: int          # its last message's
+    payload: bytes        # ``Packer.pack_block``
+    size: int             # its messages' payload bytes
+    messages: int
+
+
 class Packer:
-    """Packs payloads as the journal stores them (zstd, magic-less frames, no checksum:
-    SQLite keeps the rows, and a damaged one fails to unpack or to parse) and unpacks
-    them, never past ``max_bytes``. One caller at a time: zstd contexts are not thread-safe."""
+    """Packs a commit's messages into one row as the journal stores it and unpacks it (zstd,
+    magic-less frames, no checksum: SQLite keeps the rows, and a damaged one fails to unpack
+    or to parse), never past ``max_bytes`` a message. One caller at a time: zstd contexts are
+    not thread-safe.
+
+    Unpacked, a row is its messages' count, then for each its arrival time less the row's
+    (zigzag) and its length, all as varints, then the messages one after the other: the
+    numbers together and the messages together compress best."""
 
     def __init__(self, max_bytes: int) -> None:
         dictionary = zstandard.ZstdCompressionDict(_DICTIONARY, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
         params = zstandard.ZstdCompressionParameters.from_level(
             PACK_LEVEL, format=zstandard.FORMAT_ZSTD1_MAGICLESS, write_content_size=False,
             write_checksum=False, write_dict_id=False)
-        self.pack = zstandard.ZstdCompressor(dict_data=dictionary, compression_params=params).compress
+        self._compress = zstandard.ZstdCompressor(dict_data=dictionary, compression_params=params).compress
         self._decompressor = zstandard.ZstdDecompressor(dict_data=dictionary,
                                                         format=zstandard.FORMAT_ZSTD1_MAGICLESS)
         self.max_bytes = max_bytes
 
-    def unpack(self, packed: bytes) -> bytes:
-        """The payload ``pack`` stored; raises ``zstandard.ZstdError`` on anything else."""
-        return self._decompressor.decompress(packed, max_output_size=self.max_bytes + TOPIC_MAX_BYTES)
+    def pack_block(self, entries: Sequence[JournalEntry]) -> JournalBlock:
+        """One row for ``entries`` (in arrival order, at most ``BLOCK_MESSAGES``)."""
+        last = entries[-1]
+        head = bytearray(_varint(len(entries)))
+        for entry in entries:
+            offset = entry.arrival_ms - last.arrival_ms
+            head += _varint(offset * -2 - 1 if offset < 0 else offset * 2)
+            head += _varint(len(entry.message))
+        head += b"".join(entry.message for entry in entries)
+        return JournalBlock(last.arrival_ms, last.boot_ms, self._compress(bytes(head)),
+                            sum(entry.size for entry in entries), len(entries))
+
+    def unpack_block(self, packed: bytes, arrival_ms: int) -> list[tuple[int, bytes]]:
+        """The ``(arrival_ms, topic NUL payload)`` of the messages in a row ``pack_block``
+        made; raises ``ValueError`` (or ``zstandard.ZstdError``) on anything else."""
+        data = self._decompressor.decompress(
+            packed, max_output_size=BLOCK_MESSAGES * (self.max_bytes + TOPIC_MAX_BYTES + 16))
+        count, at = _read_varint(data, 0)
+        if not 0 < count <= BLOCK_MESSAGES:
+            raise ValueError(f"{count} messages")
+        heads = []
+        for _ in range(count):
+            zigzag, at = _read_varint(data, at)
+            length, at = _read_varint(data, at)
+            heads.append((arrival_ms + (-(zigzag + 1) // 2 if zigzag & 1 else zigzag // 2), length))
+        messages = []
+        for arrival, length in heads:
+            if at + length > len(data):
+                raise ValueError("truncated")
+            messages.append((arrival, data[at:at + length]))
+            at += length
+        if at != len(data):
+            raise ValueError(f"{len(data) - at} bytes after the messages")
+        return messages
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _read_varint(data: bytes, at: int) -> tuple[int, int]:
+    n = shift = 0
+    while True:
+        if at >= len(data) or shift > 63:
+            raise ValueError("truncated")
+        byte = data[at]
+        at += 1
+        n |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return n, at
+        shift += 7
 
 
 @cache
@@ -161,16 +245,6 @@ def message_digest(topic: str, payload: bytes) -> bytes:
     digest.update(b"\0")
     digest.update(payload)
     return digest.digest()
-
-
-class JournalEntry(NamedTuple):
-    """One sensor message as it entered the engine."""
-
-    arrival_ms: int
-    boot_ms: int
-    topic: str            # the topic column: empty (the topic is packed with the payload)
-    payload: bytes        # ``topic NUL payload``, packed (``Packer``)
-    size: int             # the payload's own bytes: what ``state.max_bytes`` counts
 
 
 class Discarded(Exception):
@@ -206,7 +280,7 @@ class WindowJournal:
         self._pruned: tuple[int, int, bool] | None = None   # (last seq, bytes, truncated) the open transaction deletes
         self._redelivered: Counter[bytes] | None = None
         self.epoch = 0                 # bumped when the journal starts afresh: older entries are void
-        self._writing: Sequence[JournalEntry] = ()   # the rows the open transaction inserts
+        self._writing: Sequence[JournalBlock] = ()   # the rows the open transaction inserts
         # How far window instances were reported (instance_queries.py): what the meta holds, and
         # the value the next transaction writes there.
         self._reported_written = self._reported = -1
@@ -215,14 +289,21 @@ class WindowJournal:
 
     # -- the running agent (engine lock) ---------------------------------------------------------
     def entry(self, topic: str, payload: bytes, entered: SensorEvent | None) -> JournalEntry | None:
-        """The row for a message the engine took, or None (off, rejected, or a stream no window reads)."""
+        """The entry for a message the engine took, or None (off, rejected, or a stream no
+        window reads); packed with the others of its commit (``pack``)."""
         if entered is None or not self.enabled:
             return None
         streams = self._streams
         if streams is not None and entered.stream not in streams:
             return None
-        return JournalEntry(entered.arrival_ms, self.clock.boot_ms(), "",
-                            self._packer.pack(topic.encode() + b"\0" + payload), len(payload))
+        return JournalEntry(entered.arrival_ms, self.clock.boot_ms(), topic.encode() + b"\0" + payload, len(payload))
+
+    def pack(self, entries: Sequence[JournalEntry]) -> list[JournalBlock]:
+        """The rows that journal ``entries`` (one commit's, in order): one, or one per
+        ``BLOCK_MESSAGES``. The writer packs them before the transaction, outside the
+        outbox's lock, and keeps them packed while the disk refuses them."""
+        return [self._packer.pack_block(entries[at:at + BLOCK_MESSAGES])
+                for at in range(0, len(entries), BLOCK_MESSAGES)]
 
     def redelivered(self, topic: str, payload: bytes, ack: Ack | None) -> bool:
         """True for a message delivered again after a crash that the restored windows already
@@ -250,20 +331,20 @@ class WindowJournal:
         replayed timers up to there are dropped, not fired again."""
         self._fired = max(self._fired, deadline_ms)
 
-    def statement(self, entries: Sequence[JournalEntry], epoch: int) -> Callable[[sqlite3.Connection], None] | None:
-        """What to run inside the outbox transaction that stores ``entries`` (made while
-        ``epoch`` was current, in order), or None if it has nothing to do. Entries of an
-        older epoch (the config changed since) are left out: the journal starts afresh.
-        Expired rows go with it when enough are due (see ``PRUNE_ROWS``)."""
+    def statement(self, blocks: Sequence[JournalBlock], epoch: int) -> Callable[[sqlite3.Connection], None] | None:
+        """What to run inside the outbox transaction that stores ``blocks`` (``pack``ed while
+        ``epoch`` was current, in order), or None if it has nothing to do. Rows of an older
+        epoch (the config changed since) are left out: the journal starts afresh. Expired
+        rows go with it when enough are due (see ``PRUNE_ROWS``)."""
         if not self.enabled:
             return None
         if epoch != self.epoch:
-            entries = ()
-        self._writing, self._pruned = entries, None
+            blocks = ()
+        self._writing, self._pruned = blocks, None
         if self._marks and not self._reset and self._generation == self.outbox.generation:
-            now = entries[-1].arrival_ms if entries else self._stream_ms()
-            self._pruned = self._expired(now, sum(e.size for e in entries))
-        if not entries and not self._reset and self._pruned is None and self._reported == self._reported_written \
+            now = blocks[-1].arrival_ms if blocks else self._stream_ms()
+            self._pruned = self._expired(now, sum(b.size for b in blocks))
+        if not blocks and not self._reset and self._pruned is None and self._reported == self._reported_written \
                 and self._fired == self._fired_written:
             return None
         return self._write
@@ -282,12 +363,12 @@ class WindowJournal:
         """Inside the transaction: what the last ``statement`` decided."""
         if self._generation != self.outbox.generation or self._reset:
             self._prepare(conn)
-        entries = self._writing
-        if len(entries) == 1:              # the usual case: one message that made events
-            conn.execute(_INSERT, (self._next_seq, *entries[0][:4]))
-        elif entries:
+        blocks = self._writing
+        if len(blocks) == 1:               # the usual case: one commit, one row
+            conn.execute(_INSERT, (self._next_seq, *blocks[0][:3]))
+        elif blocks:
             seq = self._next_seq
-            conn.executemany(_INSERT, [(seq + i, *e[:4]) for i, e in enumerate(entries)])
+            conn.executemany(_INSERT, [(seq + i, *b[:3]) for i, b in enumerate(blocks)])
         if self._pruned is not None:
             conn.execute("DELETE FROM journal WHERE seq <= ?", (self._pruned[0],))
         if self._reported != self._reported_written:
@@ -302,7 +383,7 @@ class WindowJournal:
         self._reported_written = self._reported
         self._fired_written = self._fired
         pruned, self._pruned = self._pruned, None
-        entries, self._writing = self._writing, ()
+        blocks, self._writing = self._writing, ()
         if self._generation != self.outbox.generation or self._reset:
             self._generation, self._reset = self.outbox.generation, False
             self._bytes = self._written = 0
@@ -315,9 +396,9 @@ class WindowJournal:
             while self._marks and self._marks[0][1] <= upto:
                 self._marks.popleft()
             self._bytes -= freed
-        for entry in entries:
-            self._bytes += entry.size
-            self._mark(self._next_seq, entry.arrival_ms, entry.size)
+        for block in blocks:
+            self._bytes += block.size
+            self._mark(self._next_seq, block.arrival_ms, block.size)
             self._next_seq += 1
 
     def _mark(self, seq: int, arrival_ms: int, size: int) -> None:
@@ -425,8 +506,7 @@ class WindowJournal:
         meta = {str(k): str(v) for k, v in conn.execute("SELECT name, value FROM journal_meta")}
         if meta.get("format") != JOURNAL_FORMAT:
             return [], meta or {"format": "none"}     # discarded on its meta: its rows may not be ours to read
-        rows = conn.execute("SELECT seq, arrival_ms, boot_ms, topic, payload FROM journal "
-                            "ORDER BY seq").fetchall()
+        rows = conn.execute("SELECT seq, arrival_ms, boot_ms, payload FROM journal ORDER BY seq").fetchall()
         return rows, meta
 
     def _check(self, meta: dict[str, str]) -> None:
@@ -438,29 +518,36 @@ class WindowJournal:
     def _replay(self, rows: list[tuple], meta: dict[str, str], pipeline: Pipeline) -> None:
         if not rows:
             return
-        decoded = []
+        decoded = []                   # one per message: (row's seq, arrival_ms, stream, digest, triples)
+        sizes: dict[int, int] = {}     # each row's payload bytes
         last_arrival = -1
-        for seq, arrival, boot, topic, payload in rows:
+        for seq, arrival, boot, packed in rows:
             if not (isinstance(seq, int) and isinstance(arrival, int) and isinstance(boot, int)
-                    and isinstance(topic, str) and isinstance(payload, bytes)):
+                    and isinstance(packed, bytes)):
                 raise Discarded(f"row {seq!r} has columns of the wrong type")
-            if arrival < last_arrival:
-                raise Discarded(f"row {seq} goes back in time ({arrival} < {last_arrival})")
-            last_arrival = arrival
             try:
-                packed_topic, nul, payload = self._packer.unpack(payload).partition(b"\0")
-                topic = packed_topic.decode("utf-8")
+                messages = self._packer.unpack_block(packed, arrival)
             except (zstandard.ZstdError, ValueError) as exc:
                 raise Discarded(f"row {seq} does not decode: {exc}") from None
-            if not nul:
-                raise Discarded(f"row {seq} does not decode: no topic")
-            # The same intake as when it arrived (N-Triples, or the mapping of its topic): the
-            # journal is kept for one config version (``_check``), so the same mappings.
-            entered = pipeline.decode_again(topic, payload, arrival)
-            if isinstance(entered, Rejection):
-                raise Discarded(f"row {seq} does not decode: {entered.reason}: {entered.detail}")
-            decoded.append((seq, arrival, entered.stream, message_digest(topic, payload), list(entered.triples),
-                            len(payload)))
+            sizes[seq] = 0
+            for at, message in messages:
+                if at < last_arrival:
+                    raise Discarded(f"row {seq} goes back in time ({at} < {last_arrival})")
+                last_arrival = at
+                packed_topic, nul, payload = message.partition(b"\0")
+                try:
+                    topic = packed_topic.decode("utf-8")
+                except ValueError as exc:
+                    raise Discarded(f"row {seq} does not decode: {exc}") from None
+                if not nul:
+                    raise Discarded(f"row {seq} does not decode: no topic")
+                # The same intake as when it arrived (N-Triples, or the mapping of its topic): the
+                # journal is kept for one config version (``_check``), so the same mappings.
+                entered = pipeline.decode_again(topic, payload, at)
+                if isinstance(entered, Rejection):
+                    raise Discarded(f"row {seq} does not decode: {entered.reason}: {entered.detail}")
+                decoded.append((seq, at, entered.stream, message_digest(topic, payload), list(entered.triples)))
+                sizes[seq] += len(payload)
         wall, boot_now = self.clock.wall_ms(), self.clock.boot_ms()
         last_boot = rows[-1][2]
         same_boot = bool(meta.get("boot_id")) and meta.get("boot_id") == self.clock.boot_id
@@ -493,7 +580,7 @@ class WindowJournal:
         self._reported = self._reported_written = reported
         pipeline.instances.reported_through = max(last_arrival, reported) + shift
         matches = pipeline.replay([(arrival + shift, stream, triples)
-                                   for seq, arrival, stream, digest, triples, size in kept])
+                                   for seq, arrival, stream, digest, triples in kept])
         self._fired = self._fired_written = fired
         if fired >= 0:
             pipeline.engine.forget_deadlines(fired + shift)   # fired by the clock before the crash
@@ -511,14 +598,15 @@ class WindowJournal:
         self.outbox.append_batch([], rewrite)
         self._generation, self._reset = self.outbox.generation, False
         self._next_seq = rows[-1][0] + 1
-        for seq, arrival, stream, digest, triples, size in kept:
-            self._mark(seq, arrival + shift, size)
+        for seq, arrival, _, _ in rows:
+            if seq >= first_kept:           # a row with a message still in a window stays whole
+                self._mark(seq, arrival + shift, sizes[seq])
         self._bytes = self._written
         self._redelivered = Counter(row[3] for row in decoded)
         self.counters.add("state_restored", replayed)
         self.counters.add("state_replayed_matches", matches)
         log.info("journal event=restored messages=%d expired=%d replayed_matches=%d boot=%s down_ms=%d shift_ms=%d",
-                 replayed, len(rows) - replayed, matches, "same" if same_boot else "other", elapsed, shift)
+                 replayed, len(decoded) - replayed, matches, "same" if same_boot else "other", elapsed, shift)
 
     def _discard(self, reason: str, rows: int) -> None:
         """One log line and a count; the journal starts empty with the next write."""

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import zstandard
 from agent_harness import ALARM, FIRE, alarm, config_document, observation
 
 from edgewave.agent import outbox_writer, window_journal
@@ -60,6 +61,13 @@ def journal_rows(agent: Agent) -> int:
     return agent.outbox.run(lambda conn: conn.execute("SELECT count(*) FROM journal").fetchone()[0])
 
 
+def journal_messages(agent: Agent) -> int:
+    """The messages the journal holds: a row holds those of one commit."""
+    packer = window_journal.Packer(16384)
+    rows = agent.outbox.run(lambda conn: conn.execute("SELECT arrival_ms, payload FROM journal").fetchall())
+    return sum(len(packer.unpack_block(payload, arrival)) for arrival, payload in rows)
+
+
 @pytest.fixture
 def clock(monkeypatch):
     """The agent's clock, shifted or moved to another boot by a test (the test hook's effect)."""
@@ -84,6 +92,36 @@ def test_a_window_survives_a_crash_and_its_matches_are_not_stored_twice(tmp_path
     fires = stored(second)
     assert len(fires) == 2 and fires[1]["windowEnd"] - fires[1]["windowStart"] < 5_000
     assert second.counters["state_discarded"] == 0
+
+
+def test_a_row_holds_a_commits_messages_and_restores_those_still_in_a_window(tmp_path, clock, monkeypatch):
+    first = open_agent(tmp_path)
+    send(first, "ew/in/fire/t1", observation("temp1", "t1", "temperature", 70), settle=False)
+    monkeypatch.setattr(CLOCK, "wall_offset_ms", 61_000)        # past the fire window's 60 s
+    send(first, "ew/in/fire/t1", observation("temp2", "t1", "temperature", 70))   # the group commits
+    assert journal_rows(first) == 1 and journal_messages(first) == 2
+
+    second = open_agent(tmp_path)                  # a crash: the expired reading is not replayed
+    assert second.counters["state_restored"] == 1 and second.counters["state_discarded"] == 0
+    assert journal_rows(second) == 1               # the row stays whole while one of its messages is needed
+    third = open_agent(tmp_path)                   # and restores the same again
+    assert third.counters["state_restored"] == 1
+    smoke(third)
+    (fire,) = stored(third)
+    assert fire["windowEnd"] - fire["windowStart"] < 5_000     # with temp2, the reading still in the window
+
+
+def test_a_packed_row_gives_back_its_messages_and_refuses_damage(tmp_path):
+    packer = window_journal.Packer(16384)
+    entries = [window_journal.JournalEntry(at, at + 7, f"ew/in/s/{at}\0payload {at}".encode(), 9)
+               for at in (1_000, 1_000, 5_300, 4_000_000_000, 3_999_999_000)]   # the last earlier: kept as is
+    block = packer.pack_block(entries)
+    assert (block.arrival_ms, block.boot_ms, block.size, block.messages) == (3_999_999_000, 3_999_999_007, 45, 5)
+    assert packer.unpack_block(block.payload, block.arrival_ms) == [(e.arrival_ms, e.message) for e in entries]
+    assert [b.messages for b in open_agent(tmp_path).journal.pack(entries * 10)] == [32, 18]   # BLOCK_MESSAGES
+    for damaged in (block.payload[:-3], b"\x00" + block.payload, b""):
+        with pytest.raises((ValueError, zstandard.ZstdError)):
+            packer.unpack_block(damaged, 0)
 
 
 def test_a_redelivered_message_already_in_the_journal_is_acknowledged_and_skipped(tmp_path, clock):
@@ -202,8 +240,9 @@ def test_a_foreign_or_undecodable_journal_is_discarded_and_counted(tmp_path, clo
     elif damage == "types":
         conn.execute("UPDATE journal SET payload = 'text, not bytes', boot_ms = 'x'")
     elif damage == "topic":
-        packed = window_journal.Packer(16384).pack(b"ew/fire/t1\0" + observation("temp1", "t1", "temperature", 70))
-        conn.execute("UPDATE journal SET payload = ?", (packed,))                    # names no stream
+        message = b"ew/fire/t1\0" + observation("temp1", "t1", "temperature", 70)
+        block = window_journal.Packer(16384).pack_block([window_journal.JournalEntry(1, 1, message, 1)])
+        conn.execute("UPDATE journal SET payload = ?", (block.payload,))             # names no stream
     else:
         conn.execute("UPDATE journal_meta SET value = 'other' WHERE name = ?", (damage,))
     conn.commit()
@@ -323,7 +362,8 @@ def test_rows_without_events_share_a_commit_and_their_acks_go_only_after_it(tmp_
     monkeypatch.setattr(agent.writer, "_group_since", agent.writer._group_since - agent.writer.group_wait_s)
     with agent._engine_lock:                      # the engine thread, idle: the group is due
         agent._release_written(agent.writer.flush_due())
-    assert len(acked) == 3 and journal_rows(agent) == 4      # one commit, then the three acks in order
+    assert len(acked) == 3 and journal_messages(agent) == 4  # one commit, then the three acks in order
+    assert journal_rows(agent) == 2                            # the three messages in one row
     assert [json_level(p) for p in acked] == [1, 2, 3]
 
 
@@ -339,7 +379,7 @@ def test_a_match_commits_the_waiting_rows_with_its_event_at_once(tmp_path, clock
     send(agent, "ew/in/fire/x", b"not n-triples", acked, settle=False)     # rejected: its ack waits behind
     assert acked == [] and journal_rows(agent) == 1
     send(agent, "ew/in/fire/s1", observation("smoke1", "s1", "smoke", 1), acked, settle=False)
-    assert len(acked) == 3 and journal_rows(agent) == 3 and len(stored(agent)) == 1
+    assert len(acked) == 3 and journal_messages(agent) == 3 and len(stored(agent)) == 1
     assert acked[1] == b"not n-triples"            # in arrival order
     second = open_agent(tmp_path)                  # a crash now: all three rows are back
     assert second.counters["state_restored"] == 3 and second.counters["state_replayed_matches"] == 1
@@ -352,7 +392,7 @@ def test_a_group_holds_at_most_group_max_acks_and_a_crash_before_its_commit_lose
     for n in range(1, 2 * limit + 3):
         send(agent, "ew/in/fire/t1", observation(f"temp{n}", "t1", "temperature", 70), acked, settle=False)
         assert n - len(acked) < limit              # never more held than the broker lets through
-    assert len(acked) == 2 * limit and journal_rows(agent) == 2 * limit
+    assert len(acked) == 2 * limit and journal_messages(agent) == 2 * limit
     second = open_agent(tmp_path)                  # the two unacknowledged ones are the broker's again
     assert second.counters["state_restored"] == 2 * limit
 
