@@ -20,18 +20,27 @@ def stream_key(stream: str) -> str:
     return stream
 
 
-def order_patterns(patterns: tuple[TriplePattern, ...]) -> list[TriplePattern]:
-    """Written order, but connected patterns before unconnected ones."""
+def order_patterns(patterns: tuple[TriplePattern, ...], filters: Sequence[Filter] = ()) -> list[TriplePattern]:
+    """Written order, but connected patterns before unconnected ones, and among the connected
+    ones first one that lets a waiting FILTER run (every variable of it bound).
+
+    A filter runs at the first level that binds all its variables, and a token it refuses
+    reaches no memory after it. A threshold kept in the static data (``?patient
+    ew:heartRateUpperLimit ?limit``), joined right after the reading it limits rather than
+    after every other pattern of the window, keeps the window's ordinary readings out of the
+    later joins: for the demo's abnormal-patient pattern, the pairs of a patient's heart
+    and breathing readings over five minutes (docs/benchmarks.md, bench_agent_frugal)."""
     remaining = list(patterns)
     ordered: list[TriplePattern] = []
     bound: set[str] = set()
+    waiting = [{_name(v) for v in f.variables} for f in filters]
     while remaining:
         pick = remaining[0]
         if ordered:
-            for tp in remaining:
-                if bound.intersection(pattern_variables((tp,))):
-                    pick = tp
-                    break
+            connected = [tp for tp in remaining if bound.intersection(pattern_variables((tp,)))]
+            if connected:
+                needed = set().union(*(names for names in waiting if not names <= bound)) - bound
+                pick = next((tp for tp in connected if needed.intersection(pattern_variables((tp,)))), connected[0])
         remaining.remove(pick)
         ordered.append(pick)
         bound.update(pattern_variables((pick,)))
@@ -85,7 +94,7 @@ def compile_steps(query: Query, ordered: Sequence[TriplePattern] | None = None,
     windows_seen: list[str] = []
     window_levels: list[tuple] = []
     if ordered is None:
-        ordered = order_patterns(query.patterns)
+        ordered = order_patterns(query.patterns, query.filters)
     chain_filters = query.filters if placing is None else tuple(placing)
     if not ordered:
         raise ValueError(f"query {query.name!r} has no triple patterns")
