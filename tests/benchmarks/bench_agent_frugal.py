@@ -19,12 +19,13 @@ Phases, one after the other:
 Printed per phase and agent: bytes written to storage per hour (``/proc/<pid>/io``
 ``write_bytes``: what reached the block layer's page cache accounting, so the data dir
 must be on a disk filesystem, not tmpfs: the benchmark names the one it used and refuses
-tmpfs), and over the whole run the peak resident memory (``VmHWM``) and the steady one
-(``VmRSS`` at the end of the demo-pace phase); in the idle phase the agent's CPU in % of
-one core and the written bytes per hour.
+tmpfs), the peak resident memory (``VmHWM``) at the end of the demo-pace phase and again
+at the end of the run (after the 10x phase), the resident memory (``VmRSS``) once started
+and at the end of each of those phases; in the idle phase the agent's CPU in % of one core
+and the written bytes per hour.
 
-Targets (durable windows on): at most 10 MB written an hour at the demo's pace, peak RSS
-at most 40 MB, idle CPU under 1 % of a core. The exit code is non-zero if one is missed.
+Targets (durable windows on), for the demo's pace: at most 10 MB written an hour, peak RSS
+at most 40 MB; idle CPU under 1 % of a core. The exit code is non-zero if one is missed.
 
     python tests/benchmarks/bench_agent_frugal.py [--quick] [--minutes M] [--work DIR]
 
@@ -240,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         demo_sent, demo_size, lap = publish_recording(pubs, messages, demo_s, 1.0)
         demo.stop()
         steady_rss = [memory_kb(pid, "VmRSS") for pid in pids]
+        demo_peak = [memory_kb(pid, "VmHWM") for pid in pids]
         fast = Phase(pids)
         fast_sent, fast_size, _ = publish_recording(pubs, messages, fast_s, 10.0, lap)
         fast.stop()
@@ -276,9 +278,10 @@ def main(argv: list[str] | None = None) -> int:
         idle_ok = idle.cpu_percent(0) < TARGET_IDLE_CPU
         row("agent CPU idle (% of a core)", idle.cpu_percent(0), idle.cpu_percent(1), ".2f",
             f"< {TARGET_IDLE_CPU:g}", idle_ok)
-        peak_ok = peak[0] / 1000 <= TARGET_PEAK_MB
-        row("peak resident memory, VmHWM (MB)", peak[0] / 1000, peak[1] / 1000, ".1f", f"<= {TARGET_PEAK_MB:g}",
-            peak_ok)
+        peak_ok = demo_peak[0] / 1000 <= TARGET_PEAK_MB
+        row("peak resident memory at the demo's pace (MB)", demo_peak[0] / 1000, demo_peak[1] / 1000, ".1f",
+            f"<= {TARGET_PEAK_MB:g}", peak_ok)
+        row("peak resident memory through 10x and idle (MB)", peak[0] / 1000, peak[1] / 1000, ".1f")
         row("resident memory once started (MB)", started_rss[0] / 1000, started_rss[1] / 1000, ".1f")
         row("resident memory, end of the demo pace (MB)", steady_rss[0] / 1000, steady_rss[1] / 1000, ".1f")
         row("resident memory, end of the idle phase (MB)", end_rss[0] / 1000, end_rss[1] / 1000, ".1f")
