@@ -39,9 +39,18 @@ class DocumentReaderFailed(RuntimeError):
     """The child process did not give an answer (crashed, timed out, or wrote something else)."""
 
 
-def read_document(text: str, fmt: str, limits: DocumentLimits | None) -> ParsedDocument:
+def read_document(text: str, fmt: str, limits: DocumentLimits | None, *,
+                  in_child: bool | None = None) -> ParsedDocument:
     """``parse_document(text, fmt, limits)``, run in a child process; raises ConfigRejected as it
-    does, and DocumentReaderFailed when the child gives no answer."""
+    does, and DocumentReaderFailed when the child gives no answer.
+
+    ``in_child`` None: in a child unless this process has loaded rdflib already. An agent run
+    by ``edgewave-agent run`` never has; a process that has (one that embeds the agent beside
+    the cloud's own checks, a test session) would gain no memory from the child, only its cost."""
+    if in_child is None:
+        in_child = "rdflib" not in sys.modules
+    if not in_child:
+        return parse_document(text, fmt, limits)
     request = {"text": text, "format": fmt, "limits": dataclasses.asdict(limits) if limits is not None else None}
     try:
         child = subprocess.run([sys.executable, "-m", "edgewave.agent.document_reader"],
