@@ -80,10 +80,12 @@ class OutboxSettings:
     # most 16 messages wait (below Mosquitto's 20 in flight). 0: every such message commits alone.
     group_commit_s: float = setting(5.0, minimum=0.0, maximum=10.0,
                                     why="the messages waiting stay unacknowledged with the local broker")
-    # The WAL is copied into the outbox file at most this often (or every 1,000 commits): each
-    # copy rewrites the pages still filling, so a rarer copy writes less. The WAL holds what
-    # was committed since, and a restart after a crash reads it: nothing is lost either way.
-    checkpoint_interval_s: float = setting(300.0, minimum=1.0, maximum=3600.0)
+    # The WAL is copied into the outbox file at most this often (or every 1,000 commits): a
+    # copy rewrites the pages that changed since, about the same pages after 300 s as after
+    # 900 s (the journal's, bounded by the longest window), so a rarer copy writes less. The
+    # WAL holds what was committed since, and a restart after a crash reads it: nothing is
+    # lost either way.
+    checkpoint_interval_s: float = setting(900.0, minimum=1.0, maximum=3600.0)
 
 
 _CLOUD_LIMITS = EventLimits()   # what the cloud's ingest takes by default (cloud.yaml ingest.limits)

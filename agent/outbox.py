@@ -21,6 +21,7 @@ import os
 import secrets
 import sqlite3
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence, TypeVar
@@ -75,6 +76,18 @@ PAGE_SIZE = 512
 # events may stay readable in free pages until reused; they were the sensors' data, on the
 # gateway's own card, and were sent to the cloud.
 SECURE_DELETE = "FAST"
+
+# Landed events (``delete_soon``) leave depth, bytes and every read at once, and the file with
+# the next write's transaction: at the demo's pace a landed acknowledgement (one to three
+# events, a fraction of a second after their commit) was a commit of its own appending the
+# file's header, the events' leaf and the freelist's page to the WAL, a fifth of the commits
+# and a tenth of the bytes the agent wrote; in the next group commit those pages are written
+# anyway. A quiet gateway deletes them after DELETE_WAIT_S (``delete_due``); more than
+# DELETE_SOON_ROWS waiting (a busy gateway's acknowledgements cover tens of events) go at once,
+# in a transaction of their own as before, so no message's commit carries a large delete. A
+# crash before the delete sends them again with the same ids (the cloud drops them).
+DELETE_WAIT_S = 10.0
+DELETE_SOON_ROWS = 32
 
 _INSERT = "INSERT INTO events (event_id, kind, created_ms, size, payload) VALUES (?, ?, ?, ?, ?)"
 
@@ -154,6 +167,9 @@ class Outbox:
         self.generation = 0      # bumped when the file was replaced: positions in it are void
         self.checkpoints = Checkpointer(self.path, self.synchronous, checkpoint_every_s)   # outbox_checkpoint.py
         self._packer = PayloadPacker()
+        self._landed: list[tuple[int, int]] = []     # seq ranges landed, not yet deleted (``delete_soon``)
+        self._landed_rows = 0
+        self._landed_since = 0.0
         self._open()
 
     # -- opening and recovery --------------------------------------------------------------
@@ -171,6 +187,7 @@ class Outbox:
                          (secrets.randbits(48) + 1,))
             conn.execute("SELECT count(*), coalesce(sum(size), 0) FROM events").fetchone()
 
+        self._landed, self._landed_rows = [], 0      # positions in another file are void
         conn, moved = open_checked(self.path, prepare, "outbox", synchronous=self.synchronous, page_size=PAGE_SIZE)
         if moved is not None:
             self.moved_aside = moved
@@ -208,6 +225,11 @@ class Outbox:
         self.checkpoints.stop()
         with self._lock:
             try:
+                self._delete_landed()
+            except sqlite3.Error as exc:
+                log.warning("outbox event=delete_failed rows=%d error=%r consequence='sent again at the next start, "
+                            "dropped by the cloud'", self._landed_rows, str(exc))
+            try:
                 self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
             except sqlite3.Error:
                 pass
@@ -228,10 +250,13 @@ class Outbox:
                 kept = (self._depth, self._bytes, dict(self._counters), self._expiry_checked_ms)
                 try:
                     self._conn.execute("BEGIN IMMEDIATE")
+                    landed = self._delete_landed_statements()
                     seqs = [self._insert(event_id, kind, payload, now_ms) for event_id, kind, payload in rows]
                     if also is not None:
                         also(self._conn)
                     self._conn.execute("COMMIT")
+                    if landed:
+                        self._landed, self._landed_rows = [], 0
                     self.checkpoints.committed(self._conn)
                     return seqs
                 except BaseException as exc:     # a RecursionError too: never leave the transaction open
@@ -252,6 +277,31 @@ class Outbox:
         transaction where statements must commit together). Errors are the caller's."""
         with self._lock:
             return fn(self._conn)
+
+    def _delete_landed_statements(self) -> bool:
+        """Inside the caller's transaction: delete the landed rows (``delete_soon``); whether
+        there were any. They left depth and bytes already."""
+        for low, high in self._landed:
+            self._conn.execute("DELETE FROM events WHERE seq BETWEEN ? AND ?", (low, high))
+        return bool(self._landed)
+
+    def _delete_landed(self) -> None:
+        """The landed rows, deleted now in a transaction of their own (caller holds the lock)."""
+        if not self._landed:
+            return
+        try:
+            self._conn.execute("BEGIN")
+            self._delete_landed_statements()
+            self._conn.execute("COMMIT")
+        except BaseException:
+            if self._conn.in_transaction:
+                try:
+                    self._conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+            raise
+        self._landed, self._landed_rows = [], 0
+        self.checkpoints.committed(self._conn)
 
     def _insert(self, event_id: str, kind: str, payload: bytes, now_ms: int) -> int | None:
         """One event inside the caller's transaction: the age and size bounds, then the policy."""
@@ -301,9 +351,11 @@ class Outbox:
             return
         self._expiry_checked_ms = now_ms
         cutoff = now_ms - self.max_age_ms
-        oldest = self._conn.execute("SELECT created_ms FROM events ORDER BY seq LIMIT 1").fetchone()[0]
+        oldest = self._oldest_created_ms()
         if oldest is None or oldest >= cutoff:
             return
+        if self._landed and not self._conn.in_transaction:
+            self._delete_landed()          # landed rows are not the outbox's to expire
         row = self._conn.execute("SELECT count(*), coalesce(sum(size), 0) FROM events WHERE created_ms < ?",
                                  (cutoff,)).fetchone()
         self._conn.execute("DELETE FROM events WHERE created_ms < ?", (cutoff,))
@@ -317,11 +369,28 @@ class Outbox:
                            "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value", (name, n))
         self._counters[name] = self._counters.get(name, 0) + n
 
+    def _oldest_created_ms(self) -> int | None:
+        """When the oldest row not landed was made (caller holds the lock)."""
+        landed = self._landed
+        rows = self._conn.execute("SELECT seq, created_ms FROM events ORDER BY seq LIMIT ?",
+                                  (self._landed_rows + 1,)).fetchall()
+        for seq, created_ms in rows:
+            if not any(low <= seq <= high for low, high in landed):
+                return int(created_ms)
+        return None
+
+    def _before_reading(self, low: int, high: int) -> None:
+        """Landed rows between ``low`` and ``high`` are deleted before a read that would see
+        them (an uplink going back after a reconnect; the common reads are past them)."""
+        if any(l_low <= high and low <= l_high for l_low, l_high in self._landed):
+            self._delete_landed()
+
     # -- reading and acknowledging ---------------------------------------------------------
     def pending_after(self, seq: int, limit: int) -> list[OutboxRow]:
         """Up to ``limit`` events after ``seq``, oldest first."""
         with self._lock:
             try:
+                self._before_reading(seq + 1, 1 << 62)
                 rows = self._conn.execute(
                     "SELECT seq, event_id, kind, created_ms, payload FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
                     (seq, limit)).fetchall()
@@ -342,6 +411,7 @@ class Outbox:
         if not seqs:
             return []
         with self._lock:
+            self._before_reading(min(seqs), max(seqs))
             marks = ",".join("?" * len(seqs))
             rows = self._conn.execute(
                 f"SELECT seq, event_id, kind, created_ms, payload FROM events WHERE seq IN ({marks}) ORDER BY seq",
@@ -367,9 +437,12 @@ class Outbox:
         with self._lock:
             try:
                 self._conn.execute("BEGIN")
+                landed = self._delete_landed_statements()      # already out of depth and bytes
                 sizes = [size for low, high in ranges for (size,) in self._conn.execute(
                     "DELETE FROM events WHERE seq BETWEEN ? AND ? RETURNING size", (low, high))]
                 self._conn.execute("COMMIT")
+                if landed:
+                    self._landed, self._landed_rows = [], 0
                 self.checkpoints.committed(self._conn)
             except sqlite3.Error as exc:
                 if self._conn.in_transaction:
@@ -385,9 +458,73 @@ class Outbox:
             self._bytes -= sum(sizes)
             return len(sizes)
 
+    def delete_soon(self, ranges: Sequence[tuple[int, int]]) -> None:
+        """Rows that landed (inclusive seq ranges): gone from depth, bytes and reads now, from
+        the file with the next transaction that writes (see ``DELETE_WAIT_S``), or now when
+        more than ``DELETE_SOON_ROWS`` wait. A disk that refuses the delete leaves them landed,
+        deleted with a later write."""
+        if not ranges:
+            return
+        merged: list[tuple[int, int]] = []       # the same rows may come twice (PUBACK and landed)
+        for low, high in sorted(ranges):
+            if merged and low <= merged[-1][1] + 1:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], high))
+            else:
+                merged.append((low, high))
+        ranges = merged
+        with self._lock:
+            if any(low <= l_high and l_low <= high for low, high in ranges for l_low, l_high in self._landed):
+                self._delete_now()               # the same rows landed twice: count them once
+                ranges = [(low, high) for low, high in ranges
+                          if not any(low <= l_high and l_low <= high for l_low, l_high in self._landed)]
+            rows = total = 0
+            found = []
+            try:
+                for low, high in ranges:
+                    count, size = self._conn.execute("SELECT count(*), coalesce(sum(size), 0) FROM events "
+                                                     "WHERE seq BETWEEN ? AND ?", (low, high)).fetchone()
+                    if count:
+                        rows, total = rows + count, total + size
+                        found.append((low, high))
+            except sqlite3.OperationalError:
+                raise
+            except sqlite3.DatabaseError as exc:
+                self._recover(exc)
+                return
+            self._landed += found
+            if not rows:
+                return
+            if not self._landed_rows:
+                self._landed_since = time.monotonic()
+            self._depth -= rows
+            self._bytes -= total
+            self._landed_rows += rows
+            if self._landed_rows > DELETE_SOON_ROWS:
+                self._delete_now()
+
+    def delete_due(self) -> None:
+        """A quiet gateway's landed rows, once the oldest waited ``DELETE_WAIT_S`` for a write
+        to take them along (the uplink's thread calls it)."""
+        if self._landed_rows and time.monotonic() - self._landed_since >= DELETE_WAIT_S:
+            with self._lock:
+                self._delete_now()
+
+    def _delete_now(self) -> None:
+        """``_delete_landed``; a refusing disk leaves them for later, a damaged file is moved
+        aside (caller holds the lock)."""
+        try:
+            self._delete_landed()
+        except sqlite3.OperationalError as exc:      # e.g. disk full: tried again with a later write
+            self._landed_since = time.monotonic()
+            log.warning("outbox event=delete_failed rows=%d error=%r action='deleted with a later write'",
+                        self._landed_rows, str(exc))
+        except sqlite3.DatabaseError as exc:
+            self._recover(exc)
+
     def holds_between(self, low: int, high: int) -> bool:
         """Whether any row with a seq in ``low``..``high`` is still here."""
         with self._lock:
+            self._before_reading(low, high)
             return self._conn.execute("SELECT 1 FROM events WHERE seq BETWEEN ? AND ? LIMIT 1",
                                       (low, high)).fetchone() is not None
 
@@ -405,8 +542,7 @@ class Outbox:
     def stats(self, now_ms: int | None = None) -> OutboxStats:
         now_ms = clock.now_ms() if now_ms is None else now_ms
         with self._lock:
-            row = self._conn.execute("SELECT created_ms FROM events ORDER BY seq LIMIT 1").fetchone()
-            oldest = row[0] if row else None
+            oldest = self._oldest_created_ms()
             c = self._counters
             full, expired, refused = c.get("dropped_full", 0), c.get("dropped_expired", 0), c.get("refused", 0)
             return OutboxStats(depth=self._depth, bytes=self._bytes,

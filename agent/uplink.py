@@ -254,6 +254,7 @@ class Uplink:
             if self.link.connected.is_set():
                 self._publish_some()
             self._process_acks()
+            self.outbox.delete_due()
             if self.landed.events:
                 self._check_unlanded()
             if self.link.connected.is_set():
@@ -310,12 +311,12 @@ class Uplink:
             self._delete_ranges(gone)
 
     def _delete_ranges(self, ranges: list[tuple[int, int]]) -> None:
-        """Delete landed (or acknowledged) rows; a failed delete (disk full) is retried with the
-        next ones: the rows must not linger acknowledged-but-present, or a restart would send
-        them again."""
+        """Landed (or acknowledged) rows: out of the outbox at once, deleted from its file with
+        the next write (``Outbox.delete_soon``); one that failed is retried with the next ones:
+        the rows must not linger acknowledged-but-present, or a restart would send them again."""
         batch = self._undeleted_ranges + ranges
         try:
-            self.outbox.delete_ranges(batch)
+            self.outbox.delete_soon(batch)
             self._undeleted_ranges = []
         except Exception:
             self._undeleted_ranges = batch

@@ -173,6 +173,10 @@ class Packer:
     def pack_block(self, entries: Sequence[JournalEntry]) -> JournalBlock:
         """One row for ``entries`` (in arrival order, at most ``BLOCK_MESSAGES``)."""
         last = entries[-1]
+        if len(entries) == 1:          # a match's message alone: the latency path
+            message = last.message
+            return JournalBlock(last.arrival_ms, last.boot_ms,
+                                self._compress(b"\x01\x00" + _varint(len(message)) + message), last.size, 1)
         head = bytearray(_varint(len(entries)))
         for entry in entries:
             offset = entry.arrival_ms - last.arrival_ms

@@ -267,3 +267,63 @@ def test_outbox_rows_age_by_real_time_while_stream_time_is_shifted(tmp_path, mon
     assert abs(CLOCK.wall_ms() - (row.created_ms - 3_600_000)) < 60_000     # stream time is an hour behind
     assert 0 <= box.stats().oldest_age_ms < 60_000
     box.close()
+
+
+def file_seqs(path) -> list[int]:
+    """The rows in the file, as another process sees them."""
+    conn = sqlite3.connect(str(path))
+    try:
+        return [seq for (seq,) in conn.execute("SELECT seq FROM events ORDER BY seq")]
+    finally:
+        conn.close()
+
+
+def test_landed_rows_leave_at_once_and_the_file_with_the_next_write(tmp_path, monkeypatch):
+    path = tmp_path / "o.db"
+    box = make(path)
+    seqs = [put(box, f"id{i}", "match", b"0123456789", now_ms=1000 + i) for i in range(5)]
+    box.delete_soon([(seqs[0], seqs[1]), (seqs[3], seqs[3])])
+    stats = box.stats(now_ms=2000)
+    assert stats.depth == 2 and stats.bytes == 20 and stats.oldest_age_ms == 998
+    assert [r.seq for r in box.pending_after(seqs[1], 10)] == [seqs[2], seqs[4]]
+    assert [r.seq for r in box.get(seqs)] == [seqs[2], seqs[4]]
+    assert not box.holds_between(seqs[0], seqs[1]) and box.holds_between(seqs[0], seqs[2])
+    assert file_seqs(path) == [seqs[2], seqs[4]]           # a read that would see them deleted them
+    box.delete_soon([(seqs[4], seqs[4])])
+    assert box.stats().depth == 1 and file_seqs(path) == [seqs[2], seqs[4]]
+    new = put(box, "id5", "match", b"x", now_ms=2000)       # the next write takes it along
+    assert file_seqs(path) == [seqs[2], new] and box.stats().depth == 2
+    box.delete_soon([(new, new), (new, new)])              # on PUBACK and landed: counted once
+    box.delete_soon([(new, new)])                          # landed twice: counted once
+    assert box.stats().depth == 1 and box.stats().bytes == 10 and file_seqs(path) == [seqs[2]]
+
+    new = put(box, "id6", "match", b"x", now_ms=2000)
+    box.delete_soon([(new, new)])
+    box.delete_due()
+    assert file_seqs(path) == [seqs[2], new]               # not yet: a write may come
+    monkeypatch.setattr(box, "_landed_since", time.monotonic() - 11)
+    box.delete_due()                                       # a quiet gateway
+    assert file_seqs(path) == [seqs[2]]
+    box.delete_soon([(seqs[2], seqs[2])])
+    box.close()                                            # a stop deletes them
+    assert file_seqs(path) == [] and make(path).stats().depth == 0
+
+
+def test_many_landed_rows_are_deleted_at_once(tmp_path):
+    path = tmp_path / "o.db"
+    box = make(path, max_bytes=1_000_000)
+    seqs = [put(box, f"id{i}", "match", b"x") for i in range(40)]
+    box.delete_soon([(seqs[0], seqs[9])])
+    assert len(file_seqs(path)) == 40
+    box.delete_soon([(seqs[10], seqs[39])])                 # past DELETE_SOON_ROWS: no message's commit carries it
+    assert file_seqs(path) == [] and box.stats().depth == 0
+
+
+def test_landed_rows_are_not_counted_as_expired(tmp_path):
+    path = tmp_path / "o.db"
+    box = make(path, max_age_s=10)
+    seqs = [put(box, f"id{i}", "match", b"x", now_ms=1_000) for i in range(3)]
+    box.delete_soon([(seqs[0], seqs[1])])
+    box.expire(now_ms=20_000)
+    stats = box.stats()
+    assert stats.depth == 0 and stats.dropped_expired == 1 and file_seqs(path) == []
