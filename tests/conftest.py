@@ -8,12 +8,10 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from hypothesis import settings
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 from broker_process import MosquittoBroker  # noqa: E402
-from property_examples import THOROUGH  # noqa: E402
 from reference_data import reference_data_dir, where  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -25,11 +23,6 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # same job on under half the CPU. Set before any test forks one; an operator's own setting wins.
 os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:+UnlockDiagnosticVMOptions "
                                            "-XX:-BytecodeVerificationRemote -XX:-UsePerfData")
-
-
-# ``--hypothesis-profile=thorough``: each property test draws all the examples it names,
-# twice what ``make test`` draws (tests/property_examples.py).
-settings.register_profile(THOROUGH)
 
 
 @pytest.fixture(autouse=True)

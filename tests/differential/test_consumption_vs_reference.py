@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from property_examples import examples
 
 from .consumption_reference import ConsumptionSpec, consumption_matches
 from .test_temporal_vs_reference import engine_matches
@@ -30,7 +29,7 @@ def streams(draw) -> list[tuple[int, str, str, int]]:
     return out
 
 
-@settings(max_examples=examples(1500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(specs(), streams())
 # one arrival read by two patterns through two alpha memories: consumed for both
 @example(ConsumptionSpec((("b", "v0"), ("a", "v0"), ("a", "v1")), "chronological", 2000),

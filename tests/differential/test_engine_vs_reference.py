@@ -11,7 +11,6 @@ from collections import Counter
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from property_examples import examples
 
 from edgewave.agent.engine import Engine
 from edgewave.agent.engine.rspql import parse_query
@@ -92,25 +91,21 @@ SETTINGS = dict(deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
-def run_cases(strategy, count: int, floor: float) -> None:
-    """The generated cases (``count`` in a thorough run, half of them in ``make test``:
-    tests/property_examples.py) must each equal the reference, and at least ``floor`` of
+def run_cases(strategy, examples: int, floor: float) -> None:
+    """``examples`` generated cases must each equal the reference, and at least ``floor`` of
     them must have matches: cases where both sides find nothing prove little, so a generator
     that drifted towards them would leave the comparison hollow. (Measured with these seeds:
-    0.32 for one pattern, 0.27 for two, 0.37 for C-SPARQL; 0.36, 0.38 and 0.53 for the
-    first half of each, as ``make test`` draws them; the floors sit below.)"""
+    0.32 for one pattern, 0.27 for two, 0.37 for C-SPARQL; the floors sit a little below.)"""
     nonempty: list[bool] = []
 
-    drawn = examples(count)
-
-    @settings(max_examples=drawn, **SETTINGS)
+    @settings(max_examples=examples, **SETTINGS)
     @given(strategy)
     def run(case: Case) -> None:
         nonempty.append(check(case))
 
     run()
     share = sum(nonempty) / len(nonempty)
-    assert len(nonempty) >= drawn * 0.9, f"only {len(nonempty)} of {drawn} cases generated"
+    assert len(nonempty) >= examples * 0.9, f"only {len(nonempty)} of {examples} cases generated"
     assert share >= floor, f"only {share:.0%} of {len(nonempty)} cases have any match (floor {floor:.0%})"
 
 

@@ -26,7 +26,6 @@ from decimal import Decimal
 import pyoxigraph as ox
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from property_examples import examples
 
 from edgewave.agent.engine.per_instance import InstanceEvaluator
 from edgewave.agent.engine.rspql import split_rspql
@@ -159,7 +158,7 @@ def expected(text: str, width: int, step: int, stream: list, static: list) -> li
     return reports
 
 
-@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_every_instance_is_what_oxigraph_computes_from_scratch(case) -> None:
     text, width, step, stream, static = case

@@ -8,7 +8,6 @@ from collections import Counter
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from property_examples import examples
 
 from edgewave.agent.engine import Engine
 from edgewave.agent.engine.rspql import parse_query
@@ -59,7 +58,7 @@ def engine_matches(spec, stream) -> Counter:
     return found
 
 
-@settings(max_examples=examples(600), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(specs(), streams())
 def test_temporal_operators_equal_the_reference(spec: Spec, stream) -> None:
     expected = reference_matches(spec, stream)
@@ -75,7 +74,7 @@ def absence_specs(draw) -> AbsenceSpec:
                        draw(st.sampled_from([2000, 3000, 5000])))
 
 
-@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(absence_specs(), streams())
 def test_absence_equals_the_reference(spec: AbsenceSpec, stream) -> None:
     """Deadlines at a triple's time, answers exactly at a deadline, a silence per subject."""

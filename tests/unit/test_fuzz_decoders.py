@@ -25,7 +25,6 @@ import pytest
 import sqlite_utils
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from property_examples import examples
 
 from edgewave.agent.engine.query import QuerySyntaxError, TriplePattern, is_var
 from edgewave.agent.engine.rspql import MAX_NESTING, parse_query
@@ -50,7 +49,7 @@ EX = "http://example.org/"
 
 # Generous for a loaded two-core machine, far below what a hang or a quadratic blow-up
 # takes; pytest's timeout ends a test whose example never returns.
-FUZZ = settings(max_examples=examples(300), deadline=timedelta(seconds=10), derandomize=True, database=None,
+FUZZ = settings(max_examples=300, deadline=timedelta(seconds=10), derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.large_base_example])
 pytestmark = pytest.mark.timeout(180)

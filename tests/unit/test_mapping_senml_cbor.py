@@ -23,7 +23,6 @@ import pytest
 import rdflib
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from property_examples import examples
 
 from edgewave.agent.mapping import (PRESETS, REASONS, PayloadLimits, PayloadRejected, compile_mappings, preset_path,
                                     preset_triples)
@@ -389,7 +388,7 @@ def hostile_cbor():
     )
 
 
-@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(payload=hostile_cbor())
 def test_hostile_cbor_is_refused_with_a_reason_or_maps_to_valid_triples(payload: bytes):
     for route in [CBOR_ROUTE, SMALL_CBOR_ROUTE] + PRESET_ROUTES["senml-cbor"]:
@@ -415,7 +414,7 @@ def _same(a, b) -> bool:
     return type(a) is type(b) and a == b
 
 
-@settings(max_examples=examples(300), deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(value=plain)
 def test_plain_values_decode_as_cbor2_decodes_them(value):
     """The check lets through exactly the plain values it should, and they come out as cbor2 reads them."""
@@ -428,7 +427,7 @@ def test_plain_values_decode_as_cbor2_decodes_them(value):
     assert _same(got, cbor2.loads(data))
 
 
-@settings(max_examples=examples(300), deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(data=st.binary(max_size=64))
 def test_what_the_check_accepts_cbor2_reads_as_plain_values(data: bytes):
     try:

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from property_examples import examples
 
 EX = "http://ex.org/"
 SCHEMA_TTL = """
@@ -280,7 +279,7 @@ def recorded_lines(draw) -> list[str]:
     return lines
 
 
-@settings(deadline=None, max_examples=examples(400))
+@settings(deadline=None, max_examples=400)
 @given(recorded_lines())
 def test_the_lean_reader_agrees_with_the_shared_reader(lines) -> None:
     """`edgewave match` reads the usual line its own way (fast); items and errors (line,

@@ -15,7 +15,6 @@ import pytest
 import rdflib
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from property_examples import examples
 from rdflib.plugins.parsers.ntriples import W3CNTriplesParser
 
 from edgewave.shared import ntriples as nt
@@ -491,7 +490,7 @@ def triples_with_star(max_depth: int = 3) -> st.SearchStrategy[tuple[str, str, s
     return triple(0)
 
 
-@settings(deadline=None, max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(triples_with_star())
 def test_serialize_then_parse_gives_the_same_triple(triple) -> None:
     line = serialize(triple)
@@ -559,7 +558,7 @@ def spell_term(term: str, data) -> str:
     return term
 
 
-@settings(deadline=None, max_examples=examples(200), suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow])
 @given(triples_with_star(), st.data())
 def test_any_spelling_of_a_triple_parses_to_its_canonical_form(triple, data) -> None:
     s, p, o = (spell_term(t, data) for t in triple)
@@ -597,7 +596,7 @@ def _agree(line: str) -> None:
     assert nt._fast_path(line) == fast  # and again, from the caches
 
 
-@settings(deadline=None, max_examples=examples(500), suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=500, suppress_health_check=[HealthCheck.too_slow])
 @given(triples_with_star(max_depth=1), st.data())
 def test_fast_path_agrees_with_full_parser_on_mutated_lines(triple, data) -> None:
     line = serialize(triple) + data.draw(st.sampled_from(["", "\n", "\r\n"]))
@@ -612,7 +611,7 @@ def test_fast_path_agrees_with_full_parser_on_mutated_lines(triple, data) -> Non
 EDIT_PIECES = list('<>"_:. \t\\@^#-aAEZ19uU{|}`\x00\x1f\n\ré\u2028') + ["<<", ">>", "^^", "@EN", "\\u0041"]
 
 
-@settings(deadline=None, max_examples=examples(40), suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=40, suppress_health_check=[HealthCheck.too_slow])
 @given(triples_with_star(max_depth=1), st.sampled_from(["", "\n"]))
 def test_fast_path_agrees_with_full_parser_on_every_single_edit(triple, end) -> None:
     line = serialize(triple)
@@ -623,13 +622,13 @@ def test_fast_path_agrees_with_full_parser_on_every_single_edit(triple, end) -> 
         _agree(line[:i] + line[i + 1 :] + end)
 
 
-@settings(deadline=None, max_examples=examples(500))
+@settings(deadline=None, max_examples=500)
 @given(st.lists(TRICKY, max_size=30).map("".join))
 def test_fast_path_agrees_with_full_parser_on_random_text(text) -> None:
     _agree(text)
 
 
-@settings(deadline=None, max_examples=examples(300))
+@settings(deadline=None, max_examples=300)
 @given(st.lists(st.sampled_from([f"<{EX}s>", f"<{EX}p>", '"v"', '"v"@en', f'"v"^^<{EX}d>', "_:b", "<s>", '"a b"',
                                  '"v"@EN', '"v"@en-', "<http://a b>", "<< <http://a/s> <http://a/p> <http://a/o> >>",
                                  ".", " ", "  ", "\t", "\n"]),
@@ -647,8 +646,7 @@ RDFLIB_BLANKS = st.from_regex(r"_:[A-Za-z0-9_]([A-Za-z0-9_.\-]*[A-Za-z0-9_\-])?"
 
 
 @pytest.mark.usefixtures("lexical_forms_as_written")
-@settings(deadline=None, max_examples=examples(200),
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(
     st.tuples(
         st.one_of(iris(RDFLIB_IRI_TEXT), RDFLIB_BLANKS),

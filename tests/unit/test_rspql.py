@@ -571,12 +571,11 @@ def test_a_thousand_patterns_compile():
 
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from property_examples import examples  # noqa: E402
 
 _SEEDS = [FIRE, FIGURE_4, RSPQL_STAR_1_1, RSPQL_STAR_1_2, LISTING_2_PREFIX.format(range=" [RANGE 1s]", extra="")]
 
 
-@settings(max_examples=examples(400), deadline=None, derandomize=True, database=None)
+@settings(max_examples=400, deadline=None, derandomize=True, database=None)
 @given(st.sampled_from(_SEEDS),
        st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 3),
                           st.sampled_from(list("{}<>?.;,()[]\"'#:^@ aWF0\n"))),

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from property_examples import examples
 
 from edgewave.agent.engine.evidence import Entailment
 from edgewave.shared.bounded_json import load_json
@@ -23,7 +22,7 @@ from edgewave.shared.uplink_batch import (HEADER, MAGIC, MAX_DEPTH, ZDICT, Batch
 DEMO = Path(__file__).resolve().parent.parent / "data" / "uplink" / "demo-events.jsonl"
 EX = "http://example.org/"
 SOSA = "http://www.w3.org/ns/sosa/"
-PROPERTIES = settings(max_examples=examples(200), deadline=timedelta(seconds=10), derandomize=True, database=None,
+PROPERTIES = settings(max_examples=200, deadline=timedelta(seconds=10), derandomize=True, database=None,
                       suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
