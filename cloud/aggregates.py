@@ -25,6 +25,10 @@ Every aggregate is therefore one that can be summed across batches:
   is recomputed for the minutes a batch touched (percentiles are nearest-rank
   over the buckets, so within 1% below the true value; count, sum, min and max are exact);
 - ``significant_per_minute(gateway, sensor, property, minute_ms, count)``;
+- per-hour and per-day sums of ``matches_per_pattern_minute``, ``significant_per_minute``,
+  ``delay_histogram`` and ``delay_per_minute`` (count, sum, min, max), written in the same
+  transaction (cloud/rollups.py): the dashboard reads a week from them, with the minute rows only
+  for the partial hours at the range's edges;
 - ``instance_results(event_id, gateway, query, window_start, window_end, operator, rows,
   ingest_ms, part)``: the results of per-instance queries, one row per instance event (an instance
   of more than 500 rows comes as several, ``part`` 0, 1, ...), ``rows`` a JSON array of
@@ -53,6 +57,7 @@ import sqlite_utils
 from edgewave.shared import clock
 from edgewave.shared.events import instance_event_id
 
+from . import rollups
 from .database import transaction
 
 MINUTE_MS = 60_000
@@ -261,6 +266,7 @@ def ensure_aggregate_schema(db: sqlite_utils.Database) -> None:
             conn.execute("""INSERT OR IGNORE INTO matches_per_pattern_minute (minute_ms, pattern, count)
                             SELECT minute_ms, pattern, SUM(count) FROM matches_per_minute
                             GROUP BY minute_ms, pattern""")
+    rollups.ensure_schema(db.conn)     # per-hour and per-day sums, from the minute rows when new
 
 
 def over_gateways(matches: Iterable[tuple[str, str, int, int]]) -> list[tuple[int, str, int]]:
@@ -294,6 +300,7 @@ def apply_batch(db: sqlite_utils.Database, query_id: str, batch_id: int, batch: 
     False if the batch was already applied (a replayed batch): nothing is added.
     """
     now_ms = clock.now_ms()
+    per_pattern = over_gateways(batch.matches)
     with transaction(db) as conn:
         seen = conn.execute("SELECT 1 FROM committed_batches WHERE query_id = ? AND batch_id = ?",
                             (query_id, batch_id)).fetchone()
@@ -307,8 +314,9 @@ def apply_batch(db: sqlite_utils.Database, query_id: str, batch_id: int, batch: 
         conn.executemany(
             """INSERT INTO matches_per_pattern_minute (minute_ms, pattern, count) VALUES (?, ?, ?)
                ON CONFLICT DO UPDATE SET count = count + excluded.count""",
-            over_gateways(batch.matches),
+            per_pattern,
         )
+        rollups.MATCHES.add(conn, [(m, p, c) for m, p, c in per_pattern])
         conn.executemany(
             """INSERT INTO binding_values (pattern, variable, value, count) VALUES (?, ?, ?, ?)
                ON CONFLICT DO UPDATE SET count = count + excluded.count""",
@@ -319,17 +327,20 @@ def apply_batch(db: sqlite_utils.Database, query_id: str, batch_id: int, batch: 
                ON CONFLICT DO UPDATE SET count = count + excluded.count""",
             batch.significant,
         )
+        rollups.SIGNIFICANT.add(conn, [(m, p, g, s, c) for g, s, p, m, c in batch.significant])
         conn.executemany(
             """INSERT INTO delay_histogram (minute_ms, kind, bucket_ms, count) VALUES (?, ?, ?, ?)
                ON CONFLICT DO UPDATE SET count = count + excluded.count""",
             [(m, k, b, c) for m, k, b, c, _, _, _ in batch.delays],
         )
+        rollups.DELAY_HISTOGRAM.add(conn, [(m, k, b, c) for m, k, b, c, _, _, _ in batch.delays])
         conn.executemany(
             """INSERT INTO delay_per_minute (minute_ms, kind, count, sum_ms, min_ms, max_ms) VALUES (?, ?, ?, ?, ?, ?)
                ON CONFLICT DO UPDATE SET count = count + excluded.count, sum_ms = sum_ms + excluded.sum_ms,
                    min_ms = MIN(min_ms, excluded.min_ms), max_ms = MAX(max_ms, excluded.max_ms)""",
             [(m, k, c, s, lo, hi) for m, k, _, c, s, lo, hi in batch.delays],
         )
+        rollups.DELAYS.add(conn, [(m, k, c, s, lo, hi) for m, k, _, c, s, lo, hi in batch.delays])
         for minute_ms, kind in sorted({(m, k) for m, k, *_ in batch.delays}):
             histogram = conn.execute("SELECT bucket_ms, count FROM delay_histogram WHERE minute_ms = ? AND kind = ?",
                                      (minute_ms, kind)).fetchall()

@@ -15,7 +15,7 @@ through the real server with a logged-in session.
    from the append to each client receiving the match is measured. Target: every match
    at every client within 1 s.
 
-    python tests/benchmarks/bench_dashboard.py [--quick]
+    python tests/benchmarks/bench_dashboard.py [--quick] [--no-rollups] [--keep-db PATH]
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from cloud_harness import CloudProcess, landing_record  # noqa: E402
 from dashboard_data import HttpSession, free_port, status, wait_until_serving, write_dashboard_config  # noqa: E402
-from edgewave.cloud import registry  # noqa: E402
+from edgewave.cloud import registry, rollups  # noqa: E402
 from edgewave.cloud.aggregates import delay_bucket, ensure_aggregate_schema, over_gateways  # noqa: E402
 from edgewave.cloud.database import open_database, transaction  # noqa: E402
 from edgewave.cloud.live_feed import LiveFeedWriter  # noqa: E402
@@ -51,8 +51,9 @@ SITES = 10
 REPO = HERE.parent.parent
 
 
-def fill(db_path: Path, gateways: int, events: int, now_ms: int) -> dict[str, int]:
-    """Minute rows for ``gateways`` over the last week whose counts add up to ``events``; returns row counts."""
+def fill(db_path: Path, gateways: int, events: int, now_ms: int, with_rollups: bool = True) -> dict[str, int]:
+    """Minute rows for ``gateways`` over the last week whose counts add up to ``events``, and their per-hour and
+    per-day sums (unless ``with_rollups`` is false: a database as written before them); returns row counts."""
     rng = random.Random(7)
     week = 7 * 1440
     end = now_ms // MINUTE * MINUTE
@@ -98,6 +99,10 @@ def fill(db_path: Path, gateways: int, events: int, now_ms: int) -> dict[str, in
                 registry.record_status(conn, name, status(name, "online", time_ms=now_ms - 5000, bytes_in=10 ** 6,
                                                           bytes_forwarded=40_000, messages_in=5000, matches=300),
                                        now_ms - rng.randint(1000, 20_000))
+        rollups.rebuild(db.conn)        # the per-hour and per-day sums apply_batch keeps beside the minute rows
+        if not with_rollups:
+            for table in rollups.TABLES:
+                db.execute(f"DROP TABLE {table}")
         apply_documents(db, gateways, now_ms)
         db.execute("ANALYZE")
     finally:
@@ -217,18 +222,27 @@ def live_fanout(port: int, session: HttpSession, feed: Path, clients: int, match
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="dashboard pages over 1 million events; live fan-out to 50 pages")
     parser.add_argument("--quick", action="store_true", help="fewer gateways, events and requests")
+    parser.add_argument("--no-rollups", action="store_true",
+                        help="leave the per-hour and per-day sums out: every range is read from minute rows")
+    parser.add_argument("--keep-db", type=Path, metavar="PATH",
+                        help="write the database to PATH and leave it there (to time queries in process)")
     args = parser.parse_args(argv)
     gateways, events, n, clients, matches = (50, 100_000, 10, 20, 5) if args.quick else (300, 1_000_000, 40, 50, 20)
     with tempfile.TemporaryDirectory(prefix="bench-dashboard-") as tmp_name:
         tmp = Path(tmp_name)
         now_ms = int(time.time() * 1000)
         started = time.monotonic()
-        rows = fill(tmp / "cloud.db", gateways, events, now_ms)
+        db_path = args.keep_db or tmp / "cloud.db"
+        feed = db_path.parent / "live.db"              # where the dashboard looks for it: beside the database
+        for path in (db_path, feed):
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
+        rows = fill(db_path, gateways, events, now_ms, with_rollups=not args.no_rollups)
         print(f"database: {rows['events']:,} events in {rows['matches_per_minute']:,} match minute rows and "
               f"{rows['significant_per_minute']:,} significant minute rows, {gateways} gateways, 7 days "
               f"(written in {time.monotonic() - started:.1f}s)")
         port = free_port()
-        config = write_dashboard_config(tmp, port, offline_after_s=90)
+        config = write_dashboard_config(tmp, port, offline_after_s=90, database=db_path)
         server = CloudProcess(["--log-level", "WARNING", "dashboard", "--config", str(config)], tmp / "dashboard.log")
         failed = False
         try:
@@ -238,7 +252,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {'path':32} {'p50':>7} {'p95':>7} {'max':>7} {'p95/baseline':>13}")
             baseline = timed(session, "/login", n) + timed(session, "/static/dashboard.css", n)
             base95 = p(baseline, 0.95)
-            print(f"  {'baseline: /login, a static file':32} {p(baseline, 0.5):7.1f} {base95:7.1f} {max(baseline):7.1f}")
+            print(f"  {'baseline: /login, a static file':32} {p(baseline, 0.5):7.1f} {base95:7.1f} "
+                  f"{max(baseline):7.1f}")
             for path in ("/", "/?range=7d", "/api/matches?range=7d", "/overview/tables?range=7d", "/gateways",
                          "/api/gateways"):
                 ms = timed(session, path, n)
@@ -247,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
                 failed |= miss
                 print(f"  {path:32} {p(ms, 0.5):7.1f} {p95:7.1f} {max(ms):7.1f} {p95 / base95:12.1f}x"
                       f"{'  MISSED ' + str(TARGET_MS) + ' ms' if miss else ''}")
-            delays = live_fanout(port, session, tmp / "live.db", clients, matches)
+            delays = live_fanout(port, session, feed, clients, matches)
             lost = sum(1 for d in delays if d == float("inf"))
             arrived = [d * 1000 for d in delays if d != float("inf")]
             worst = max(delays)

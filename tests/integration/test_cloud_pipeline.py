@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from cloud_harness import (CloudProcess, aggregates_snapshot, job_caught_up, match_counts, query, total_events,
-                           wait_for, write_config)
+from cloud_harness import (CloudProcess, aggregates_snapshot, job_caught_up, match_counts, query,
+                           rollup_mismatches, total_events, wait_for, write_config)
 from cloud_workload import make_workload, publish
 from edgewave.cloud.aggregates import delay_bucket
 
@@ -61,3 +61,17 @@ def test_10000_events_with_duplicates_and_disorder_give_exact_counts(tmp_path, m
     assert {delay_bucket(min(d)) for d in copies.values()} | {delay_bucket(max(d)) for d in copies.values()} >= \
         {b for m, k, b, _ in buckets if (m, k) == (minute, kind)}
     assert "progress batch=" in (tmp_path / "run.log").read_text()
+    # The per-hour and per-day sums the job's transactions wrote beside the minute rows, and the
+    # dashboard's totals read through them for a range with partial hours at both ends.
+    from edgewave.cloud.dashboard import queries
+
+    assert rollup_mismatches(db) == []
+    minutes = [m for (_, _, m) in workload.expected_matches()]
+    start, end = min(minutes) - 2 * 3_600_000 - 7, max(minutes) + 2 * 3_600_000 + 11
+    expected: dict[str, int] = {}
+    for (_, pattern, _), count in workload.expected_matches().items():
+        expected[pattern] = expected.get(pattern, 0) + count
+    with queries.Reader(db).query() as q:
+        assert q.has_rollups
+        assert queries.pattern_totals(q, start, end) == expected
+        assert sum(d.count for d in queries.delay_summary(q, start, end)) == total_events(db)

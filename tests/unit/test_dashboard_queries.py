@@ -6,6 +6,7 @@ import sqlite3
 import pytest
 
 from dashboard_data import LAGGING_AFTER_S, MINUTE, OFFLINE_AFTER_S, fill_known_database
+from edgewave.cloud import rollups
 from edgewave.cloud.aggregates import percentile
 from edgewave.cloud.dashboard import queries
 from edgewave.cloud.dashboard.bucketing import preset_range, series
@@ -132,19 +133,22 @@ def test_a_slow_query_is_cut_off_instead_of_holding_the_database(known):
 
 
 def test_time_range_queries_read_the_minute_index_alone(known):
-    """A week of minute rows for hundreds of gateways is read by ranges of minutes: the significant
-    observations per sensor in the primary key's order, the matches from their sums over the gateways."""
-    path, _ = known
-    conn = sqlite3.connect(path)
-    try:
-        plan = " ".join(row[-1] for row in conn.execute(f"EXPLAIN QUERY PLAN {queries._SIGNIFICANT}", (0, 1)))
-        assert "significant_per_minute USING" in plan and "minute_ms>? AND minute_ms<?" in plan, plan
+    """An hour's minute rows for hundreds of gateways are read by ranges of minutes: the significant
+    observations from the covering index by minute, the matches from their sums over the gateways
+    (longer ranges read whole hours and days from their sums: tests/unit/test_cloud_rollups.py)."""
+    path, data = known
+    start, end = data.now_ms - 3600_000 + 7, data.now_ms
+    with queries.Reader(path).query() as q:
+        source, params = q.source(rollups.SIGNIFICANT, "property, gateway, sensor, count", start, end)
+        plan = " ".join(row[-1] for row in q.conn.execute(
+            f"EXPLAIN QUERY PLAN {queries._SIGNIFICANT.format(source=source)}", params))
+        assert ("significant_per_minute USING COVERING INDEX significant_per_minute_by_minute "
+                "(minute_ms>? AND minute_ms<?)") in plan, plan
         assert "count(DISTINCT)" not in plan, plan
-        inner = " ".join(row[-1] for row in conn.execute(f"EXPLAIN QUERY PLAN {queries._PER_MINUTE}", (0, 1)))
+        source, params = q.source(rollups.MATCHES, queries._MATCH_COLUMNS, start, end)
+        inner = " ".join(row[-1] for row in q.conn.execute(f"EXPLAIN QUERY PLAN {source}", params))
         assert "matches_per_pattern_minute USING PRIMARY KEY (minute_ms>? AND minute_ms<?)" in inner, inner
         assert "TEMP B-TREE" not in inner, inner
-    finally:
-        conn.close()
 
 
 def test_a_gateway_whose_cloud_sends_no_landed_acknowledgements_needs_attention():
