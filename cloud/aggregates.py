@@ -266,7 +266,7 @@ def ensure_aggregate_schema(db: sqlite_utils.Database) -> None:
             conn.execute("""INSERT OR IGNORE INTO matches_per_pattern_minute (minute_ms, pattern, count)
                             SELECT minute_ms, pattern, SUM(count) FROM matches_per_minute
                             GROUP BY minute_ms, pattern""")
-    rollups.ensure_schema(db.conn)     # per-hour and per-day sums, from the minute rows when new
+    rollups.ensure_schema(db.conn)     # per-hour and per-day sums, from the minute rows when new or stale
 
 
 def over_gateways(matches: Iterable[tuple[str, str, int, int]]) -> list[tuple[int, str, int]]:
@@ -356,6 +356,8 @@ def apply_batch(db: sqlite_utils.Database, query_id: str, batch_id: int, batch: 
                                                        rows, ingest_ms, part) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
             batch.instances,
         )
-        conn.execute("""INSERT INTO committed_batches (query_id, batch_id, rows, committed_ms, rejected)
-                        VALUES (?, ?, ?, ?, ?)""", (query_id, batch_id, batch.rows, now_ms, len(batch.rejected)))
+        committed = conn.execute(
+            "INSERT INTO committed_batches (query_id, batch_id, rows, committed_ms, rejected) VALUES (?, ?, ?, ?, ?)",
+            (query_id, batch_id, batch.rows, now_ms, len(batch.rejected)))
+        rollups.note_batch(conn, committed.lastrowid)
     return True

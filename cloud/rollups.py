@@ -6,7 +6,7 @@ therefore has two rollups, ``<name>_hour`` / ``<name>_day`` style tables keyed b
 (``hour_ms``, ``day_ms``: epoch ms, UTC, floored), holding exactly the sums (and minima, maxima) of
 its minute rows. ``aggregates.apply_batch`` adds each batch to the minute rows and to both rollups
 in the same transaction, so they never disagree; ``ensure_schema`` builds them from the minute rows
-for a database written before they existed.
+for a database written before they existed, or by a job that did not keep them (``current``).
 
 A range [start, end) is read in pieces (``segments``): whole days from the day table, the whole
 hours at either side of them from the hour table, and the partial hours at the edges from the
@@ -171,42 +171,61 @@ ROLLUPS = (MATCHES, SIGNIFICANT, DELAY_HISTOGRAM, DELAYS)
 TABLES = tuple(t for r in ROLLUPS for t in (r.hour_table, r.day_table))
 
 
-def missing_tables(conn: sqlite3.Connection) -> set[str]:
-    """The rollup tables this database lacks."""
-    found = {name for (name,) in conn.execute(
-        f"SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ({', '.join('?' * len(TABLES))})",
-        TABLES).fetchall()}
-    return set(TABLES) - found
+STATE_TABLE = "rollup_state"
+"""One row: the rowid of the last ``committed_batches`` row whose batch the rollups hold. A batch written
+by a version of the job that did not keep them (run after this one, say) leaves it behind: the rollups
+are stale, the dashboard reads minute rows, and the next open rebuilds them."""
+
+
+def current(conn: sqlite3.Connection) -> bool:
+    """Whether every rollup table exists and holds every committed batch (so reading it is exact)."""
+    names = (*TABLES, STATE_TABLE)
+    found = conn.execute(f"SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN "
+                         f"({', '.join('?' * len(names))})", names).fetchone()[0]
+    if found != len(names):
+        return False
+    try:
+        row = conn.execute(f"SELECT (SELECT batch_rowid FROM {STATE_TABLE}) IS "
+                           "(SELECT MAX(rowid) FROM committed_batches)").fetchone()
+    except sqlite3.OperationalError:            # no committed_batches: nothing can be told apart
+        return False
+    return bool(row[0])
+
+
+def note_batch(conn: sqlite3.Connection, batch_rowid: int) -> None:
+    """Record, in the batch's transaction, that the rollups hold the batch of this ``committed_batches`` row."""
+    conn.execute(f"UPDATE {STATE_TABLE} SET batch_rowid = ?", (batch_rowid,))
 
 
 def ensure_schema(conn: sqlite3.Connection) -> None:
-    """Create the rollup tables, filled from the minute rows, where a database lacks them.
+    """Create the rollup tables, filled from the minute rows, where a database lacks them or they are stale.
 
     One ``BEGIN IMMEDIATE`` transaction makes and fills them, so no writer (another job's
-    ``apply_batch``) ever sees a table without its backfill; a rollup with one table missing is
-    made again whole. A week of 300 gateways (600,000 minute rows) takes a few seconds, once."""
-    if missing_tables(conn):
-        _build(conn, everything=False)
+    ``apply_batch``) ever sees a table without its backfill. A week of 300 gateways (600,000 minute
+    rows) takes a few seconds, once."""
+    if not current(conn):
+        _build(conn, only_if_stale=True)
 
 
 def rebuild(conn: sqlite3.Connection) -> None:
-    """Recompute every rollup from the minute rows (for data written into the minute tables directly,
-    as the dashboard benchmark does); ``apply_batch`` keeps them up to date otherwise."""
-    _build(conn, everything=True)
+    """Recompute every rollup from the minute rows (for minute rows written or deleted by hand, as the
+    dashboard benchmark writes them); ``apply_batch`` keeps them up to date otherwise."""
+    _build(conn, only_if_stale=False)
 
 
-def _build(conn: sqlite3.Connection, everything: bool) -> None:
-    """Drop, make and fill the rollups (those with a table missing, or all), in one write transaction."""
+def _build(conn: sqlite3.Connection, only_if_stale: bool) -> None:
+    """Drop, make and fill every rollup, and note the last committed batch, in one write transaction."""
     conn.execute("BEGIN IMMEDIATE")
     try:
-        missing = missing_tables(conn)           # again, under the write lock: another process may have made them
-        for rollup in ROLLUPS:
-            if not everything and not {rollup.hour_table, rollup.day_table} & missing:
-                continue
-            for period in PERIODS:
-                conn.execute(f"DROP TABLE IF EXISTS {rollup.table(period)}")
-                conn.execute(rollup.create_sql(period))
-                conn.execute(rollup.backfill_sql(period))
+        if not (only_if_stale and current(conn)):    # again, under the write lock: another process may have
+            for rollup in ROLLUPS:                   # built them meanwhile
+                for period in PERIODS:
+                    conn.execute(f"DROP TABLE IF EXISTS {rollup.table(period)}")
+                    conn.execute(rollup.create_sql(period))
+                    conn.execute(rollup.backfill_sql(period))
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {STATE_TABLE} (batch_rowid INTEGER)")
+            conn.execute(f"DELETE FROM {STATE_TABLE}")
+            conn.execute(f"INSERT INTO {STATE_TABLE} (batch_rowid) SELECT MAX(rowid) FROM committed_batches")
     except BaseException:
         conn.execute("ROLLBACK")
         raise

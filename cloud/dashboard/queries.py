@@ -49,10 +49,12 @@ class Query:
 
     @property
     def has_rollups(self) -> bool:
-        """Whether the per-hour and per-day sums exist: a database the Spark job has not opened since they
-        were added lacks them until it does, and is then read from its minute rows alone (same answers)."""
+        """Whether the per-hour and per-day sums exist and hold every committed batch: a database the Spark
+        job has not opened since they were added lacks them until it does (and a batch written by a job
+        that does not keep them makes them stale until the next open); it is then read from its minute rows
+        alone, with the same answers."""
         if self._rollups is None:
-            self._rollups = self.conn is not None and not rollups.missing_tables(self.conn)
+            self._rollups = self.conn is not None and rollups.current(self.conn)
         return self._rollups
 
     def source(self, rollup: rollups.Rollup, columns: str, start_ms: int, end_ms: int,

@@ -124,6 +124,35 @@ def test_an_older_database_gets_its_rollups_when_opened(filled):
     assert rollup_mismatches(filled) == []
 
 
+
+def test_a_batch_written_without_the_rollups_is_read_from_minutes_until_the_next_open_rebuilds_them(filled):
+    """A job that does not keep the rollups (one of a version before them, run against this database)
+    commits a batch: the rollups no longer hold every batch, so the dashboard reads minute rows (exact),
+    and the next open of the job rebuilds them."""
+    week = (NOW - 7 * DAY, NOW)
+    with queries.Reader(filled).query() as q:
+        assert q.has_rollups
+        before = queries.pattern_totals(q, *week)
+    conn = sqlite3.connect(filled)
+    conn.execute("INSERT INTO matches_per_minute VALUES ('gw9', 'fire', ?, 1000)", (NOW - 3 * DAY,))
+    conn.execute("INSERT INTO matches_per_pattern_minute VALUES (?, 'fire', 1000) "
+                 "ON CONFLICT DO UPDATE SET count = count + 1000", (NOW // MINUTE * MINUTE - 3 * DAY,))
+    conn.execute("INSERT INTO committed_batches (query_id, batch_id, rows, committed_ms) VALUES ('q', 99, 1, 0)")
+    conn.commit()
+    conn.close()
+    with queries.Reader(filled).query() as q:
+        assert not q.has_rollups
+        assert queries.pattern_totals(q, *week) == {**before, "fire": before["fire"] + 1000}
+    db = open_database(filled)
+    try:
+        ensure_aggregate_schema(db)
+    finally:
+        db.conn.close()
+    assert rollup_mismatches(filled) == []
+    with queries.Reader(filled).query() as q:
+        assert q.has_rollups
+        assert queries.pattern_totals(q, *week) == {**before, "fire": before["fire"] + 1000}
+
 def answers(path, start_ms: int, end_ms: int, chart_ranges: list) -> tuple:
     """Everything the overview and its chart show for [start_ms, end_ms), read through the dashboard's queries."""
     with queries.Reader(path).query() as q:
