@@ -86,24 +86,34 @@ class Rollup:
                 f"FROM {self.table(finer)} GROUP BY 1, {', '.join(self.key_names)}")
 
     def rolled(self, rows: Iterable[Sequence], period_ms: int) -> list[tuple]:
-        """``rows`` (minute rows of one batch) combined per period and key, as the period table adds them."""
-        n_keys, n_sums, n_mins = len(self.keys), len(self.sums), len(self.mins)
+        """``rows`` (minute rows of one batch) combined per period and key, as the period table adds them.
+
+        Runs for every row of every batch, so a single count (most rollups) takes a short path."""
+        n = 1 + len(self.keys)
+        if len(self.sums) == 1 and not self.mins and not self.maxs:
+            counts: dict[tuple, int] = {}
+            for row in rows:
+                minute = row[0]
+                key = (minute - minute % period_ms, *row[1:n])      # Python's % floors, also before 1970
+                counts[key] = counts.get(key, 0) + row[n]
+            return [(*key, count) for key, count in counts.items()]
+        n_sums, n_mins = len(self.sums), len(self.mins)
         out: dict[tuple, list[int]] = {}
         for row in rows:
-            key = (floor(int(row[0]), period_ms), *row[1:1 + n_keys])
-            values = [int(v) for v in row[1 + n_keys:]]
+            minute = row[0]
+            key = (minute - minute % period_ms, *row[1:n])
             seen = out.get(key)
             if seen is None:
-                out[key] = values
+                out[key] = list(row[n:])
                 continue
-            for i, v in enumerate(values):
+            for i, v in enumerate(row[n:]):
                 if i < n_sums:
                     seen[i] += v
                 elif i < n_sums + n_mins:
                     seen[i] = min(seen[i], v)
                 else:
                     seen[i] = max(seen[i], v)
-        return [(*key, *values) for key, values in sorted(out.items())]
+        return [(*key, *values) for key, values in out.items()]
 
     def add(self, conn: sqlite3.Connection, rows: Sequence[Sequence]) -> None:
         """Add one batch's minute rows to the hour and day tables (inside the batch's transaction)."""
@@ -127,13 +137,9 @@ class Rollup:
         return " UNION ALL ".join(parts), params
 
 
-def floor(ms: int, period_ms: int) -> int:
-    """The start of the period holding ``ms`` (floored, also before 1970)."""
-    return ms // period_ms * period_ms
-
-
 def floor_sql(column: str, period_ms: int) -> str:
-    """``floor`` in SQL (SQLite's ``%`` truncates towards zero: the remainder is made non-negative)."""
+    """The start of the period holding ``column``, in SQL (SQLite's ``%`` truncates towards zero, so the
+    remainder is made non-negative: floored as Python's ``%`` floors, also before 1970)."""
     return f"({column} - (({column} % {period_ms}) + {period_ms}) % {period_ms})"
 
 
