@@ -3,7 +3,8 @@
 incrementally as a Rete of its own node kinds. See docs/engine.md, "Per-instance queries".
 
 rdflib (which parses a per-instance query's SPARQL) is imported only when such a query is
-compiled: continuous matching and `edgewave match` over conjunctive patterns do not pay for it.
+compiled, and not for the plainest (direct.py): continuous matching and `edgewave match` over
+conjunctive patterns do not pay for it.
 """
 from .front import InstanceQuery, parse_for_evaluation, parse_instance_query
 from .reporting import REPORT_POLICIES

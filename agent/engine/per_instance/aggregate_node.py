@@ -100,6 +100,12 @@ class AggregateNode(Node):
         self._live = tuple(live)
         self._arguments = [(spec.argument, None if spec.reads is None or spec.argument is None
                             else _slots_reader(spec.reads)) for spec in live]
+        # Per aggregate, the argument's value for each reading of its slots that some row in
+        # the groups has, with how many rows have it: a row leaving gets the value it entered
+        # with, not computed again (a window's solutions leave as they entered, one STEP
+        # after another). An entry goes when its last row does, so this holds what the
+        # groups hold.
+        self._values: list[dict] = [{} for _ in live]
         child.connect(self.left_activation)
         self.inputs = (child,)
 
@@ -115,7 +121,8 @@ class AggregateNode(Node):
         n = len(arguments)
         if n == 1:  # one aggregate with a state, the usual case: the loop below, unrolled
             argument, read = arguments[0]
-            last_read, last_value = _NOTHING, None
+            values = self._values[0]
+            last_read, entry = _NOTHING, None
             for row, weight in delta:
                 key = key_of(row)
                 group = groups.get(key)
@@ -128,15 +135,23 @@ class AggregateNode(Node):
                 else:
                     reads = read(row)
                     if reads != last_read:
-                        last_read, last_value = reads, argument(row)
-                    value = last_value
+                        last_read = reads
+                        entry = values.get(reads)
+                        if entry is None:
+                            entry = values[reads] = [argument(row), 0]
+                    value = entry[0]
+                    entry[1] += weight
+                    if not entry[1]:
+                        del values[reads]
+                        last_read = _NOTHING
                 group.states[0].add(value, weight)
                 group.weight += weight
                 if not group.weight:
                     del groups[key]
             return
         last_reads: list = [_NOTHING] * n  # per aggregate: the slots its argument last read ...
-        last_values: list = [None] * n  # ... and the value it gave
+        entries: list = [None] * n  # ... and their entry in ``_values``
+        all_values = self._values
         for row, weight in delta:
             key = key_of(row)
             group = groups.get(key)
@@ -153,8 +168,17 @@ class AggregateNode(Node):
                     reads = read(row)
                     if reads != last_reads[i]:
                         last_reads[i] = reads
-                        last_values[i] = argument(row)
-                    value = last_values[i]
+                        values = all_values[i]
+                        entry = values.get(reads)
+                        if entry is None:
+                            entry = values[reads] = [argument(row), 0]
+                        entries[i] = entry
+                    entry = entries[i]
+                    value = entry[0]
+                    entry[1] += weight
+                    if not entry[1]:
+                        del all_values[i][reads]
+                        last_reads[i] = _NOTHING
                 states[i].add(value, weight)
             group.weight += weight
             if not group.weight:

@@ -276,6 +276,8 @@ class InstanceEvaluator:
         # predicate -> True when its triples entail nothing and no window's patterns read it
         inert: dict[str, bool] = {}
         n = late = entailed_count = 0
+        if len(targets) == 1:
+            return self._push_one_window(items, targets[0], inert, report)
         try:
             for ts, triple in items:  # push(), written out: the loop every streamed triple takes
                 n += 1
@@ -308,6 +310,58 @@ class InstanceEvaluator:
                             kept = True
                     if not kept:
                         window.witness(ts)
+        finally:
+            self.triples_in += n
+            self.late_triples += late
+            self.entailed += entailed_count
+        return n
+
+    def _push_one_window(self, items: Iterable[tuple[int, Triple]], target: tuple, inert: dict,
+                         report: Optional[Callable[[list[InstanceResult]], None]]) -> int:
+        """``push_many``'s loop for a stream that one window reads (the usual query): the
+        loop over windows left out, and a triple the schema entails nothing from handed on
+        without building the list of what it entails."""
+        window, accepts = target
+        add, witness, entail, advance = window.add, window.witness, self._entailed, self.advance
+        epsilon = self.epsilon
+        plain: dict[str, bool] = {}  # predicate (not rdf:type) -> its triples entail nothing
+        n = late = entailed_count = 0
+        try:
+            for ts, triple in items:
+                n += 1
+                if ts > self.stream_time or self._next is False:
+                    results = advance(ts)
+                    if results and report is not None:
+                        report(results)
+                if ts < self.closed_until:
+                    late += 1
+                if window.end is None or not (window.content or window.late_content):  # holds()
+                    self._next = False
+                p = triple[1]
+                quiet = inert.get(p)
+                if quiet is None:
+                    quiet = inert[p] = (p != RDF_TYPE and (epsilon is None or not self._links_of_predicate(p))
+                                        and accepts is not None and p not in accepts)
+                    plain[p] = p != RDF_TYPE and (epsilon is None or not self._links_of_predicate(p))
+                if triple[0] != triple[2]:  # a self-loop has epsilon links of its own
+                    if quiet:
+                        witness(ts)
+                        continue
+                    if plain[p]:
+                        if accepts is None or p in accepts:
+                            add(ts, triple)
+                        else:
+                            witness(ts)
+                        continue
+                entailed = entail(triple)
+                entailed_count += len(entailed) - 1
+                kept = False
+                for t in entailed:
+                    if accepts is None or t[1] in accepts:
+                        add(ts, t)
+                        kept = True
+                if not kept:
+                    witness(ts)
         finally:
             self.triples_in += n
             self.late_triples += late

@@ -7,7 +7,9 @@ HAVING, and VALUES right, and the W3C tests hold them to it; growing the hand-wr
 parser to all of SPARQL 1.1 would repeat that work. The window clauses stay ours (rdflib
 knows no RSP-QL), and so does evaluation: rdflib only parses, once, when a query is
 registered, and the compiler reads a plain copy of its algebra (algebra.py), so a process
-that is handed the algebra compiles without rdflib.
+that is handed the algebra compiles without rdflib. The plainest queries (a basic graph
+pattern under a SELECT of variables and aggregates, direct.py) are read to the same
+algebra without importing rdflib at all.
 """
 from __future__ import annotations
 
@@ -46,7 +48,17 @@ class InstanceQuery(NamedTuple):
 def sparql_algebra(sparql: str) -> Op:
     """The algebra of a query's SPARQL part (rdflib parses and translates it), as plain values.
 
-    Raises QuerySyntaxError where rdflib refuses the text."""
+    Raises QuerySyntaxError where rdflib refuses the text. The plainest queries (a basic
+    graph pattern under variables and aggregates, ``direct.py``) are read without rdflib,
+    to the same algebra: importing rdflib's parser costs more than the rest of a short run."""
+    from .direct import plain_algebra
+
+    plain = plain_algebra(sparql)
+    return plain if plain is not None else rdflib_algebra(sparql)
+
+
+def rdflib_algebra(sparql: str) -> Op:
+    """``sparql_algebra`` by rdflib, whatever the query."""
     from rdflib.plugins.sparql.algebra import translateQuery
     from rdflib.plugins.sparql.parser import parseQuery
     from pyparsing import ParseException

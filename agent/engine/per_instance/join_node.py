@@ -2,6 +2,8 @@
 both memories hashed on the variables the two sides always share)."""
 from __future__ import annotations
 
+from typing import Optional
+
 from .solutions import Delta, Node, Pairing
 
 
@@ -26,23 +28,33 @@ class JoinNode(Node):
     def left_activation(self, delta: Delta) -> None:
         pairing = self.pairing
         self.emit(_join(delta, pairing.left_key, self.right_memory, self.left_memory, pairing.merge,
-                        pairing.compatible if pairing.checks else None, False))
+                        pairing.compatible if pairing.checks else None, False, pairing.appends))
 
     def right_activation(self, delta: Delta) -> None:
         pairing = self.pairing
         self.emit(_join(delta, pairing.right_key, self.left_memory, self.right_memory, pairing.merge,
-                        pairing.compatible if pairing.checks else None, True))
+                        pairing.compatible if pairing.checks else None, True, pairing.appends))
 
 
-def _join(delta: Delta, key, other_memory: dict, own_memory: dict, merge, compatible, from_right: bool) -> Delta:
+def _join(delta: Delta, key, other_memory: dict, own_memory: dict, merge, compatible, from_right: bool,
+          appends: Optional[int] = None) -> Delta:
     """One side's delta joined with the other side's memory, then added to its own memory
-    (``solutions.add_to``, written out: every row of every delta takes this loop)."""
+    (``solutions.add_to``, written out: every row of every delta takes this loop).
+    ``appends``: ``Pairing.appends``, for the merge written out (None: call ``merge``)."""
     out: Delta = []
     append = out.append
     for row, weight in delta:
         k = key(row)
         bucket = other_memory.get(k)
-        if bucket:
+        if bucket and appends is not None:  # the merge appends one slot of the right side
+            if from_right:
+                extra = (row[appends],)
+                for other, other_weight in bucket.items():
+                    append((other + extra, weight * other_weight))
+            else:
+                for other, other_weight in bucket.items():
+                    append((row + (other[appends],), weight * other_weight))
+        elif bucket:
             for other, other_weight in bucket.items():
                 left, right = (other, row) if from_right else (row, other)
                 if compatible is not None and not compatible(left, right):

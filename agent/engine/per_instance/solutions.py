@@ -85,6 +85,9 @@ class Pairing:
         self.variables = left.variables + tuple(extra)
         self.extra = tuple(right.slots[v] for v in extra)
         self.padding = (None,) * len(extra)
+        # the right side's one slot the merge appends, when that is all it does (join_node
+        # writes that merge out in its loop); None otherwise
+        self.appends: Optional[int] = self.extra[0] if len(self.extra) == 1 and not self.checks else None
         take = itemgetter(*self.extra) if len(self.extra) > 1 else None
         first = self.extra[0] if len(self.extra) == 1 else None
         checks = self.checks
