@@ -297,8 +297,9 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], hold: list | None 
             # one per-instance query over one stream: its evaluator's own loop, no merging
             stream, name, fh = sources[0]
             own = []
-            items = read_recorded(fh, own)
             evaluator = evaluators[0]
+            # the lines whose triples the windows only time are checked, not built (read_recorded)
+            items = read_recorded(fh, own, evaluator.only_time(stream))
             while True:
                 n = evaluator.push_many(islice(items, COLLECT_EVERY), stream, report)
                 engine.triples_in += n  # counted as the engine counts them, with no pattern to feed

@@ -579,6 +579,22 @@ def fast_subject(token: str) -> str | None:
     return _subjects.get(token) or _learn(_subjects, token, _subject_token, _CANONICAL_SUBJECT)
 
 
+def fast_predicate(token: str) -> str | None:
+    """``fast_subject`` for a predicate token."""
+    return _predicates.get(token) or _learn(_predicates, token, _predicate_token, _CANONICAL_SUBJECT)
+
+
+def object_cache() -> dict[str, str]:
+    """The fast path's cache of object tokens (raw token -> canonical term), for a loop that
+    looks a token up itself before calling ``fast_object``; emptied in place, never replaced."""
+    return _objects
+
+
+def fast_object(token: str) -> str | None:
+    """``fast_subject`` for an object token (the whole token: a literal without spaces)."""
+    return _objects.get(token) or _learn(_objects, token, _object_token, _CANONICAL_OBJECT)
+
+
 # --------------------------------------------------------------------------------------
 # Public API
 # --------------------------------------------------------------------------------------

@@ -20,9 +20,10 @@ import re
 import sys
 from contextlib import contextmanager
 from itertools import chain
-from typing import IO, Iterable, Iterator
+from typing import IO, Callable, Iterable, Iterator
 
-from .ntriples import NTriplesError, Triple, fast_subject, fast_tail, parse_line, serialize
+from .ntriples import (NTriplesError, Triple, fast_object, fast_predicate, fast_subject, fast_tail, object_cache,
+                       parse_line, serialize)
 
 __all__ = [
     "RecordedStreamError",
@@ -43,7 +44,8 @@ class RecordedStreamError(NTriplesError):
 
 
 def read_recorded(
-    lines: Iterable[str | bytes], errors: list[NTriplesError] | None = None
+    lines: Iterable[str | bytes], errors: list[NTriplesError] | None = None,
+    only_time: Callable[[str], bool] | None = None,
 ) -> Iterator[tuple[int, Triple]]:
     """Yield ``(timestamp_ms, triple)`` for each statement line, numbering lines from 1.
 
@@ -62,7 +64,25 @@ def read_recorded(
     only when it changes. Every other line, and every line given as bytes, goes through
     ``parse_recorded_line``, which decides and words the error: the two paths give the same
     items and errors (property-tested, bytes against text).
+
+    ``only_time``: for a consumer that needs only the timestamps of the triples of some
+    predicates (a per-instance query's window keeps just a timestamp for a triple no
+    pattern reads), says of a predicate (canonical) whether that is all it needs of its
+    triples whose subject and object differ. Consecutive such lines of one timestamp
+    then come as one item ``(timestamp_ms, n)``, ``n`` the number of lines (an int where
+    a triple would be), after the same checks as every line: terms read without building
+    the triple, and one item for the run instead of one per line. A line the loop's
+    shortcut does not take (a literal with spaces, CRLF, an escape, bytes) still comes as
+    its triple, so the consumer takes both forms. ``_read_times`` is the loop below with
+    that added (``tests/unit/test_recorded.py`` holds the two to the same items and errors).
     """
+    if only_time is not None:
+        return _read_times(lines, errors, only_time)
+    return _read(lines, errors)
+
+
+def _read(lines: Iterable[str | bytes], errors: list[NTriplesError] | None) -> Iterator[tuple[int, Triple]]:
+    """``read_recorded`` without ``only_time``."""
     lines = iter(lines)
     for first in lines:
         break
@@ -104,6 +124,83 @@ def read_recorded(
         if item is not None:
             last = item[0]
             yield item
+
+
+ONLY_TIME_MEMO = 4096  # predicate tokens whose answer ``_read_times`` remembers (then forgets them all)
+
+
+def _read_times(lines: Iterable[str | bytes], errors: list[NTriplesError] | None,
+                only_time: Callable[[str], bool]) -> Iterator[tuple[int, Triple | int]]:
+    """``_read``'s loop, with the lines ``only_time`` takes read as runs (``read_recorded``)."""
+    lines = iter(lines)
+    for first in lines:
+        break
+    else:
+        return
+    lines = chain((first,), lines)
+    if isinstance(first, bytes):  # decoded line by line: the strict path, runs not worth it
+        yield from _read(lines, errors)
+        return
+    subject, tail, checked = fast_subject, fast_tail, _checked
+    predicate, obj, objects = fast_predicate, fast_object, object_cache()
+    memo: dict[str, bool] = {}  # predicate token -> whether only its time is needed
+    last = -1
+    last_head = None
+    last_ts = 0
+    last_s = ""
+    run_ts = run_n = 0  # the run of time-only lines not yet yielded
+    for line_no, line in enumerate(lines, 1):
+        if line.isascii():
+            parts = line.split(" ", 3)
+            if len(parts) == 4:
+                head, p, o, dot = parts
+                if head != last_head:
+                    ts_text, tab, s = head.partition("\t")
+                    if tab and ts_text.isdigit() and len(ts_text) <= 18:
+                        s = subject(s)
+                        if s:
+                            last_head, last_ts, last_s = head, int(ts_text), s
+                if head == last_head and last_ts >= last:
+                    quiet = memo.get(p)
+                    if quiet is None:
+                        canonical = predicate(p)
+                        quiet = bool(canonical) and only_time(canonical)
+                        if len(memo) >= ONLY_TIME_MEMO:
+                            memo.clear()
+                        memo[p] = quiet
+                    if quiet and (dot == ".\n" or dot == "."):
+                        o = objects.get(o) or obj(o)  # fast_object, its cache hit written out
+                        if o and o != last_s:
+                            last = last_ts
+                            if run_n and run_ts == last_ts:
+                                run_n += 1
+                            else:
+                                if run_n:
+                                    yield run_ts, run_n
+                                run_ts, run_n = last_ts, 1
+                            continue
+                        o = parts[2]
+                    po = tail(p, o, dot)
+                    if po:
+                        if run_n:
+                            yield run_ts, run_n
+                            run_n = 0
+                        last = last_ts
+                        yield last, (last_s, po[0], po[1])
+                        continue
+        if run_n:
+            yield run_ts, run_n
+            run_n = 0
+        item = checked(line, line_no, last, errors)
+        if item is not None:
+            last = item[0]
+            triple = item[1]
+            if triple[0] != triple[2] and only_time(triple[1]):
+                yield last, 1
+            else:
+                yield item
+    if run_n:
+        yield run_ts, run_n
 
 
 def _checked(line: str | bytes, line_no: int, last: int,

@@ -248,3 +248,71 @@ def test_parse_recorded_line_keeps_the_statement_as_written() -> None:
         parse_recorded_line("-1\t<http://ex.org/s> <http://ex.org/p> <http://ex.org/o> .", 3)
     with pytest.raises(RecordedStreamError, match="lone surrogate"):
         parse_recorded_line("1\t<http://ex.org/s> <http://ex.org/p> \"\ud800\" .", 3)
+
+
+def _timed(items: list, only_time) -> list:
+    """Items with each time-only triple (and each run of them) as ("time", ts) per line."""
+    out: list = []
+    for ts, triple in items:
+        if isinstance(triple, int):
+            out += [("time", ts)] * triple
+        elif triple[0] != triple[2] and only_time(triple[1]):
+            out.append(("time", ts))
+        else:
+            out.append((ts, triple))
+    return out
+
+
+ONLY_Q = "<http://ex.org/q>".__eq__  # only the time of a :q triple is needed
+
+
+def test_only_time_reads_runs_of_the_lines_it_names_with_the_same_checks() -> None:
+    lines = [
+        "5\t<http://ex.org/o1> <http://ex.org/p> <http://ex.org/x> .\n",
+        "5\t<http://ex.org/o1> <http://ex.org/q> <http://ex.org/x> .\n",
+        "5\t<http://ex.org/o1> <http://ex.org/q> \"a\"@en .\n",
+        "5\t<http://ex.org/o2> <http://ex.org/q> <http://ex.org/x> .\n",  # a new subject, the same time
+        "6\t<http://ex.org/o2> <http://ex.org/q> <http://ex.org/x> .\n",  # a new time: a new run
+        "6\t<http://ex.org/o2> <http://ex.org/q> <http://ex.org/o2> .\n",  # a self-loop: the triple itself
+        "6\t<http://ex.org/o2> <http://ex.org/q> \"a b\" .\n",  # spaces in the literal: read as a triple
+        "6\t<http://ex.org/o2> <http://ex.org/q> <x> .\n",  # a relative IRI: an error, the run ends before it
+        "4\t<http://ex.org/o2> <http://ex.org/q> <http://ex.org/x> .\n",  # time goes back
+        "7\t<http://ex.org/o2> <http://ex.org/q> <http://ex.org/x> .\r\n",  # CRLF: read as a triple
+        "# a comment\n",
+        "7\t<http://ex.org/o2> <http://ex.org/q> <http://ex.org/x>\n",  # no dot
+        "7\t<http://ex.org/o2> <http://ex.org/\\u0071> <http://ex.org/x> .\n",  # an escaped :q
+        "8\t<http://ex.org/o2> <http://ex.org/q> <http://ex.org/x> .\n",
+    ]
+    errors: list[NTriplesError] = []
+    items = list(read_recorded(lines, errors, ONLY_Q))
+    assert items == [
+        (5, ("<http://ex.org/o1>", "<http://ex.org/p>", "<http://ex.org/x>")),
+        (5, 3),
+        (6, 1),
+        (6, ("<http://ex.org/o2>", "<http://ex.org/q>", "<http://ex.org/o2>")),
+        (6, ("<http://ex.org/o2>", "<http://ex.org/q>", '"a b"')),
+        (7, ("<http://ex.org/o2>", "<http://ex.org/q>", "<http://ex.org/x>")),
+        (7, 1),
+        (8, 1),
+    ]
+    plain: list[NTriplesError] = []
+    assert _timed(items, ONLY_Q) == _timed(list(read_recorded(lines, plain)), ONLY_Q)
+    assert [(e.line, e.column, e.reason) for e in errors] == [(e.line, e.column, e.reason) for e in plain]
+    assert [e.line for e in errors] == [8, 9, 12]
+    with pytest.raises(RecordedStreamError):
+        list(read_recorded(lines, None, ONLY_Q))
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["<http://ex.org/s>", "<http://ex.org/x>", "<s>"]),
+                          st.sampled_from(["<http://ex.org/p>", "<http://ex.org/q>", "<q>", "_:q"]),
+                          st.sampled_from(["<http://ex.org/x>", "<http://ex.org/s>", '"v"', '"a b"', "<x>"]),
+                          st.sampled_from([" .\n", " .", " .\r\n", "\n", " . \n"])), max_size=30))
+def test_only_time_gives_what_the_plain_reader_gives(rows) -> None:
+    """Runs and all: the same items, line for line, and the same errors."""
+    lines = [f"{ts}\t{s} {p} {o}{end}" for ts, s, p, o, end in rows]
+    errors: list[NTriplesError] = []
+    plain: list[NTriplesError] = []
+    assert _timed(list(read_recorded(lines, errors, ONLY_Q)), ONLY_Q) == \
+        _timed(list(read_recorded(lines, plain)), ONLY_Q)
+    assert [(e.line, e.column, e.reason) for e in errors] == [(e.line, e.column, e.reason) for e in plain]

@@ -61,11 +61,13 @@ def _key_reader(keys: tuple, child: Node) -> Callable[[Row], tuple]:
 
 
 class _Group:
-    __slots__ = ("weight", "states")
+    __slots__ = ("weight", "states", "first")
 
     def __init__(self, specs: Sequence[AggregateSpec]):
         self.weight = 0
         self.states = [spec.state() for spec in specs]
+        if self.states:
+            self.first = self.states[0].add  # the first state's add, looked up once
 
 
 _XSD_INTEGER = "<http://www.w3.org/2001/XMLSchema#integer>"
@@ -106,6 +108,12 @@ class AggregateNode(Node):
         # after another). An entry goes when its last row does, so this holds what the
         # groups hold.
         self._values: list[dict] = [{} for _ in live]
+        # one plain-variable key and one aggregate whose argument reads one slot (the usual
+        # AVG or SUM per group): their slots, for left_activation's loop written out
+        reads = live[0].reads if len(live) == 1 and live[0].argument is not None else None
+        self._slots: Optional[tuple[int, int]] = None
+        if len(key_slots) == 1 and key_slots[0] is not None and reads is not None and len(reads) == 1:
+            self._slots = (key_slots[0], reads[0])
         child.connect(self.left_activation)
         self.inputs = (child,)
 
@@ -119,6 +127,31 @@ class AggregateNode(Node):
         groups, live, key_of = self.groups, self._live, self._key
         arguments = self._arguments
         n = len(arguments)
+        if self._slots is not None:  # the n == 1 loop below, its key and reading written out
+            key_slot, read_slot = self._slots
+            argument = arguments[0][0]
+            values = self._values[0]
+            last_read, entry = _NOTHING, None
+            for row, weight in delta:
+                key = (row[key_slot],)
+                group = groups.get(key)
+                if group is None:
+                    group = groups[key] = _Group(live)
+                reads = row[read_slot]
+                if reads != last_read:
+                    last_read = reads
+                    entry = values.get(reads)
+                    if entry is None:
+                        entry = values[reads] = [argument(row), 0]
+                entry[1] += weight
+                if not entry[1]:
+                    del values[reads]
+                    last_read = _NOTHING
+                group.first(entry[0], weight)
+                group.weight += weight
+                if not group.weight:
+                    del groups[key]
+            return
         if n == 1:  # one aggregate with a state, the usual case: the loop below, unrolled
             argument, read = arguments[0]
             values = self._values[0]

@@ -89,6 +89,18 @@ class Sum(Aggregate):
         self.exact = 0  # ints
         self.decimal = Decimal(0)
         self.binary = Fraction(0)  # floats and doubles, exactly
+        if self.by_value:
+            self.add = self._add_number
+
+    def _add_number(self, number, weight):
+        """``include`` of a value given as a number (``by_value``), a decimal taken first:
+        prices, amounts and measurements mostly are."""
+        if type(number) is Decimal:
+            self.n += weight
+            self.by_rank[1] += weight
+            self.decimal += number * weight
+        else:
+            self.include(number, weight)
 
     def include(self, value, weight):
         number = value if self.by_value else None

@@ -32,6 +32,9 @@ from .windows import WindowContent
 Triple = tuple
 
 
+TYPED_MEMO = 4096  # rdf:type triples whose entailments push_many keeps (then forgets them all)
+
+
 class InstanceResult(NamedTuple):
     query: str
     start: int
@@ -266,13 +269,13 @@ class InstanceEvaluator:
     def push_many(self, items: Iterable[tuple[int, Triple]], stream: Optional[str] = None,
                   report: Optional[Callable[[list[InstanceResult]], None]] = None) -> int:
         """``push`` over ``(ts, triple)`` items in order; each instance closed is handed to
-        ``report`` as it closes (one can hold thousands of rows: none is kept here).
-        Returns how many items were pushed."""
+        ``report`` as it closes (one can hold thousands of rows: none is kept here). An item
+        ``(ts, n)``, ``n`` an int, stands for n triples of which only the time matters
+        (``only_time``). Returns how many triples were pushed."""
         windows = self.windows
         names = windows if stream is None else self.readers.get(stream, self.readers.get(None, ()))
         targets = [(windows[name], self._accepts[name]) for name in names]
         entail, advance = self._entailed, self.advance
-        epsilon = self.epsilon
         # predicate -> True when its triples entail nothing and no window's patterns read it
         inert: dict[str, bool] = {}
         n = late = entailed_count = 0
@@ -287,12 +290,17 @@ class InstanceEvaluator:
                         report(results)
                 if ts < self.closed_until:
                     late += 1
-                p = triple[1]
-                quiet = inert.get(p)
-                if quiet is None:
-                    quiet = inert[p] = (p != RDF_TYPE and (epsilon is None or not self._links_of_predicate(p))
-                                        and all(accepts is not None and p not in accepts for _, accepts in targets))
-                if quiet and triple[0] != triple[2]:
+                if triple.__class__ is int:  # a run of triples only timed (read_recorded's only_time)
+                    n += triple - 1
+                    if ts < self.closed_until:
+                        late += triple - 1
+                    quiet = True
+                else:
+                    p = triple[1]
+                    quiet = inert.get(p)
+                    if quiet is None:
+                        quiet = inert[p] = self.only_time(stream)(p)
+                if quiet and (triple.__class__ is int or triple[0] != triple[2]):
                     for window, _ in targets:
                         if window.end is None or not (window.content or window.late_content):  # holds()
                             self._next = False
@@ -316,6 +324,20 @@ class InstanceEvaluator:
             self.entailed += entailed_count
         return n
 
+    def only_time(self, stream: Optional[str] = None) -> Callable[[str], bool]:
+        """Whether, of a triple of the stream with this predicate (subject and object
+        differing), the windows need only the time: the schema entails nothing from it and
+        no pattern of a window reading the stream reads it. ``push_many`` takes runs of such
+        triples as ``(ts, n)`` (``read_recorded``'s ``only_time``)."""
+        names = self.windows if stream is None else self.readers.get(stream, self.readers.get(None, ()))
+        accepts = [self._accepts[name] for name in names]
+        epsilon = self.epsilon
+
+        def only_time(p: str) -> bool:
+            return (p != RDF_TYPE and (epsilon is None or not self._links_of_predicate(p))
+                    and all(a is not None and p not in a for a in accepts))
+        return only_time
+
     def _push_one_window(self, items: Iterable[tuple[int, Triple]], target: tuple, inert: dict,
                          report: Optional[Callable[[list[InstanceResult]], None]]) -> int:
         """``push_many``'s loop for a stream that one window reads (the usual query): the
@@ -325,6 +347,7 @@ class InstanceEvaluator:
         add, witness, entail, advance = window.add, window.witness, self._entailed, self.advance
         epsilon = self.epsilon
         plain: dict[str, bool] = {}  # predicate (not rdf:type) -> its triples entail nothing
+        typed: dict[Triple, list] = {}  # an rdf:type triple -> what it entails, itself included
         n = late = entailed_count = 0
         try:
             for ts, triple in items:
@@ -337,6 +360,12 @@ class InstanceEvaluator:
                     late += 1
                 if window.end is None or not (window.content or window.late_content):  # holds()
                     self._next = False
+                if triple.__class__ is int:  # a run of triples only timed (read_recorded's only_time)
+                    n += triple - 1
+                    if ts < self.closed_until:
+                        late += triple - 1
+                    witness(ts)
+                    continue
                 p = triple[1]
                 quiet = inert.get(p)
                 if quiet is None:
@@ -353,7 +382,16 @@ class InstanceEvaluator:
                         else:
                             witness(ts)
                         continue
-                entailed = entail(triple)
+                if p == RDF_TYPE:
+                    # an instance's types repeat (a product named by every offer of it): what
+                    # each entails is worked out once
+                    entailed = typed.get(triple)
+                    if entailed is None:
+                        if len(typed) >= TYPED_MEMO:
+                            typed.clear()
+                        entailed = typed[triple] = entail(triple)
+                else:
+                    entailed = entail(triple)
                 entailed_count += len(entailed) - 1
                 kept = False
                 for t in entailed:
