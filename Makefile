@@ -33,9 +33,10 @@ $(VENV)/.interpreter: FORCE
 FORCE:
 
 # The suite in three parts: everything else on TEST_WORKERS pytest-xdist workers (a file's
-# tests stay on one worker); then the tests marked realtime (timed against a scenario's
-# pace: they need a quiet machine, not one to themselves) on REALTIME_WORKERS; then the
-# tests marked serial one at a time. MARK narrows each part, e.g. make test MARK='not slow'.
+# tests stay on one worker; the longest files first, in tests/conftest.py's order); then
+# the tests marked realtime (timed against a scenario's pace: they need a quiet machine,
+# not one to themselves) on REALTIME_WORKERS; then the tests marked serial one at a time.
+# MARK narrows each part, e.g. make test MARK='not slow'.
 TEST_WORKERS ?= 4
 REALTIME_WORKERS ?= 3
 MARK ?= 
@@ -43,7 +44,7 @@ marks = -m "$(if $(strip $(MARK)),($(MARK)) and )$(1)"
 # A later part that MARK leaves empty (pytest's exit code 5) is not a failure.
 part = { $(PY) -m pytest -q -p no:cacheprovider $(1) $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]; }
 test: setup
-	@$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile \
+	@$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
 	   $(call marks,not serial and not realtime) $(PYTEST_ARGS) \
 	 && $(call part,-n $(REALTIME_WORKERS) --dist load $(call marks,realtime)) \
 	 && $(call part,$(call marks,serial))

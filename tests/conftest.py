@@ -16,6 +16,20 @@ from reference_data import reference_data_dir, where  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
+# Where PYTHONDONTWRITEBYTECODE is set, as on our machines, no Python process writes
+# bytecode. The tests start some thousand (agents, CLIs, simulators), each of which would
+# compile the edgewave modules it imports again (installed editable), and each of make
+# test's eight pytest processes would rewrite and compile every test module again (5 s of
+# CPU): compile edgewave's modules once, as a wheel install would, and let pytest keep its
+# rewritten test modules, both in the __pycache__ folders git ignores.
+if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+    sys.dont_write_bytecode = False
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        import compileall
+
+        for package in ("agent", "shared", "cloud", "firmware-sim"):
+            compileall.compile_dir(REPO_ROOT / package, quiet=2)
+
 # Every JVM a test starts (Spark's driver, a standalone master and worker) lives for seconds
 # to minutes over a few thousand rows, where the JIT's optimising compiler, the parallel
 # collector and the verification of Spark's own jars cost more CPU than they save: the
@@ -76,11 +90,14 @@ def shared_data() -> Path:
     return root
 
 
-# The files that take longest on four workers sharing two cores, longest first (measured
-# with pytest --durations=0; docs/testing.md).
-LONGEST_FIRST = ["test_network_faults.py", "test_end_to_end_faults.py", "test_cloud_recovery.py",
-                 "test_cloud_job_batches.py", "test_cloud_scale_out.py", "test_engine_vs_reference.py",
-                 "test_fleet_acl.py", "test_dashboard_history.py", "test_fuzz_decoders.py"]
+# The files that take longest, longest first (wall time of their tests on four workers
+# sharing two cores; docs/testing.md): started first, they do not end the run alone.
+LONGEST_FIRST = ["test_network_faults.py", "test_end_to_end_faults.py", "test_engine_vs_reference.py",
+                 "test_cloud_job_batches.py", "test_dashboard_pipeline.py", "test_device_formats_pipeline.py",
+                 "test_sim_scenarios.py", "test_demo.py", "test_cloud_scale_out.py", "test_fuzz_decoders.py",
+                 "test_cloud_recovery.py", "test_cloud_instances.py", "test_packaging.py", "test_agent_crash.py",
+                 "test_cloud_pipeline.py", "test_dashboard_browser.py", "test_fleet_rotation.py",
+                 "test_agent_demo_uplink.py", "test_cloud_cluster.py", "test_fleet_acl.py"]
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -90,10 +107,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.reference_data)
     # The longest files first, then the other files holding slow tests (a stable sort keeps
     # each file's own order): on parallel workers the longest files then start at once
-    # instead of ending the run alone. LONGEST_FIRST is a scheduling hint only.
+    # instead of ending the run alone (make test keeps this order: --no-loadscope-reorder).
+    # LONGEST_FIRST is a scheduling hint only.
     slow_files = {item.path for item in items if item.get_closest_marker("slow") is not None}
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: (item.path not in slow_files, rank.get(item.path.name, len(rank))))
+    items.sort(key=lambda item: (rank.get(item.path.name, len(rank)), item.path not in slow_files))
 
 
 @pytest.hookimpl(hookwrapper=True)
