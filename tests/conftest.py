@@ -12,6 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from broker_process import MosquittoBroker  # noqa: E402
+import spark_cds  # noqa: E402
 from reference_data import reference_data_dir, where  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -35,8 +36,37 @@ if os.environ.get("PYTHONDONTWRITEBYTECODE"):
 # collector and the verification of Spark's own jars cost more CPU than they save: the
 # quick compiler, the serial collector and no verification of those trusted jars run the
 # same job on under half the CPU. Set before any test forks one; an operator's own setting wins.
-os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:+UnlockDiagnosticVMOptions "
-                                           "-XX:-BytecodeVerificationRemote -XX:-UsePerfData")
+JAVA_OPTIONS = ("-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:+UnlockDiagnosticVMOptions "
+                "-XX:-BytecodeVerificationRemote -XX:-UsePerfData")
+# With our options, Spark's drivers also map their classes from a class-data-sharing archive
+# once it is made (tests/spark_cds.py: made in the background when the first slow test starts).
+# (xdist's workers and the later parts of ``make test`` inherit what this process set.)
+SPARK_ARCHIVE = spark_cds.archive_path(JAVA_OPTIONS)
+if SPARK_ARCHIVE is not None and os.environ.get("JAVA_TOOL_OPTIONS") not in (
+        None, JAVA_OPTIONS, spark_cds.with_archive(JAVA_OPTIONS, SPARK_ARCHIVE)):
+    SPARK_ARCHIVE = None
+os.environ.setdefault("JAVA_TOOL_OPTIONS", JAVA_OPTIONS)
+_archive_state = {"started": False, "used": False}
+
+
+def _use_spark_archive() -> None:
+    if SPARK_ARCHIVE is not None and not _archive_state["used"] and SPARK_ARCHIVE.exists():
+        os.environ["JAVA_TOOL_OPTIONS"] = spark_cds.with_archive(JAVA_OPTIONS, SPARK_ARCHIVE)
+        _archive_state["used"] = True
+
+
+_use_spark_archive()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before a test's fixtures: the Spark archive into JAVA_TOOL_OPTIONS once it is there."""
+    if SPARK_ARCHIVE is None or _archive_state["used"]:
+        return
+    if not _archive_state["started"] and item.get_closest_marker("slow") is not None:
+        _archive_state["started"] = True
+        spark_cds.start_making(JAVA_OPTIONS)
+    _use_spark_archive()
 
 
 @pytest.fixture(autouse=True)
