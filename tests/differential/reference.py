@@ -51,6 +51,7 @@ triples only have no arrival to be attributed to and are left out on both sides.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 from collections import Counter
@@ -190,11 +191,18 @@ class Terms:
 
 def closure(graph_triples: Iterable[tuple], entailment: bool) -> set[tuple]:
     """RDFS + owl:inverseOf + owl:SymmetricProperty closure of rdflib triples (owlrl + fixpoint)."""
+    return set(_closure(frozenset(graph_triples), entailment))
+
+
+# The same graph's closure is asked for again and again (hypothesis varies a case around the
+# same schema, each distinct stream triple is closed with it): owlrl runs once per graph.
+@functools.lru_cache(maxsize=20_000)
+def _closure(graph_triples: frozenset, entailment: bool) -> frozenset:
     g = Graph()
     for t in graph_triples:
         g.add(t)
     if not entailment:
-        return set(g)
+        return frozenset(g)
     while True:
         owlrl.DeductiveClosure(owlrl.RDFS_Semantics, axiomatic_triples=False, datatype_axioms=False).expand(g)
         added = []
@@ -208,7 +216,7 @@ def closure(graph_triples: Iterable[tuple], entailment: bool) -> set[tuple]:
                 if not isinstance(o, Literal) and (o, p, s) not in g:
                     added.append((o, p, s))
         if not added:
-            return set(g)
+            return frozenset(g)
         for t in added:
             g.add(t)
 
@@ -229,6 +237,10 @@ class Vocabulary:
 
 
 # ----------------------------------------------------------------------------- the reference
+
+
+# rdflib parses a query per call; hypothesis runs the same query over many streams.
+_prepared = functools.lru_cache(maxsize=2_000)(prepareQuery)
 
 
 def reference_matches(
@@ -280,7 +292,7 @@ def reference_matches(
 
     read_streams = {s for w in query.windows for s in w.streams}
     variables = query.variables()
-    prepared = prepareQuery(query.sparql())
+    prepared = _prepared(query.sparql())
     results: Counter = Counter()
     def could_match(instance: Triple, pattern) -> bool:
         """Whether a triple might instantiate a pattern (over-approximates: quoted parts unchecked)."""
