@@ -95,6 +95,7 @@ class MqttLink:
         self._next_attempt: float | None = None    # monotonic time of the next connect attempt
         self._attempting = False                    # a connect attempt runs on its own thread
         self.connects = 0
+        self.acknowledged = 0        # messages whose acknowledgement went to the broker (manual acks)
 
         client = new_client(broker, client_id, manual_ack=ack_after_handling, will=will, max_inflight=max_inflight)
         client.on_connect = self._handle_connect
@@ -299,6 +300,7 @@ class MqttLink:
             # delivers it again (DUP) after the reconnect, and it is handled again.
             if connection == self.connects and self.connected.is_set():
                 self.client.ack(mid, qos)
+                self.acknowledged += 1
 
     def _handle_subscribe(self, client, userdata, mid, reason_codes, properties) -> None:  # noqa: ANN001
         failed = [str(rc) for rc in reason_codes if rc.is_failure]

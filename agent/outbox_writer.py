@@ -274,14 +274,20 @@ class OutboxWriter:
         enough that it would wait past ``group_wait_s`` before the next call, and delete the
         journal's expired rows if due (``upkeep``)."""
         due = time.monotonic() - self._group_since >= self.group_wait_s - self.poll_s
+        # Acknowledgements a commit outside the group's own freed (an instance report, an
+        # absence, stored while the group waited, takes the group with it): they go now, not
+        # with the next message, which on a quiet gateway may be long in coming.
+        ready, self._ready = tuple(self._ready), []
         if self._unnotified:             # a flush by a message stored them: on to the uplink now
-            written, self._unnotified = Written(self._unnotified, ()), []
+            written, self._unnotified = Written(self._unnotified, ready), []
             return written
         if self._group_acks and due:
-            return self._flush(by_time=True)
-        written = Written([], ())
+            flushed = self._flush(by_time=True)
+            return Written(flushed.rows, [*ready, *flushed.acks])
+        written = Written([], ready)
         if (self._group or self._group_events) and not self._group_acks and due:   # QoS 0: no acks
-            written = self._flush()
+            flushed = self._flush()
+            written = Written(flushed.rows, [*ready, *flushed.acks])
         if self.group_max < GROUP_MAX and time.monotonic() >= self._cut_until:
             self.group_max = GROUP_MAX
         self.upkeep()

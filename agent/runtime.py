@@ -142,11 +142,12 @@ class Agent:
                              max_inflight=s.outbox.max_inflight, max_rate_per_s=s.outbox.max_rate_per_s,
                              resend_after_s=s.outbox.resend_after_s, batch=s.uplink.batch,
                              landed=s.uplink.landed)
-        reporter = self.reporter = StatusReporter(s, self.counters, pipeline=self.pipeline, configs=self.configs,
-                                                  writer=self.writer, uplink=self.uplink, cloud=self.cloud,
-                                                  requested=self._status_requested, started_ms=self._started_ms)
         self.local = local_link(s, network, self._on_sensor_message,    # its session: see links.py
                                 self.configs.applied)
+        reporter = self.reporter = StatusReporter(s, self.counters, pipeline=self.pipeline, configs=self.configs,
+                                                  writer=self.writer, uplink=self.uplink, cloud=self.cloud,
+                                                  local=self.local, requested=self._status_requested,
+                                                  started_ms=self._started_ms)
         self._spawn("engine", self._work_loop)
         self._spawn("status", lambda: reporter.run(self._stopping, self._housekeeping))
         for part in (self.uplink, self.cloud, self.local):

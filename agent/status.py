@@ -183,7 +183,8 @@ class StatusReporter:
 
     def __init__(self, settings: AgentSettings, counters: Counters, *, pipeline: Pipeline, configs: ConfigApplier,
                  writer: OutboxWriter, uplink: Uplink | None = None, cloud: MqttLink | None = None,
-                 requested: threading.Event | None = None, started_ms: int | None = None) -> None:
+                 local: MqttLink | None = None, requested: threading.Event | None = None,
+                 started_ms: int | None = None) -> None:
         """``requested`` is set by whoever wants the status out at once (``request``): the
         config applier exists before this reporter and sets it on a config change.
         ``started_ms``: when the process began, not when its storage opened (it may wait)."""
@@ -196,6 +197,7 @@ class StatusReporter:
         self.writer = writer
         self.uplink = uplink
         self.cloud = cloud
+        self.local = local
         self.state_path = settings.data_path(settings.status.state_file)
         self._now = requested if requested is not None else threading.Event()
         self._state_file_failing = False
@@ -222,6 +224,9 @@ class StatusReporter:
         for name in ("instance_queries", "instances_reported", "state_replayed_instances", "late_triples",
                      "absences_fired"):
             counters[name] = int(stats.get(name, 0))
+        # sensor messages acknowledged to the local broker once handled (0 without a persistent
+        # local session, where the client acknowledges on receipt)
+        counters["messages_acknowledged"] = self.local.acknowledged if self.local is not None else 0
         if self.uplink is not None:
             counters["forwarded"] = self.uplink.forwarded
             counters["bytes_forwarded"] = self.uplink.bytes_forwarded

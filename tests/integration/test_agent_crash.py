@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import random
+import signal
 import sqlite3
 import time
 from collections import Counter
@@ -167,9 +168,17 @@ def test_stops_in_the_demo_fire_scenario_lose_and_duplicate_no_match(tmp_path, m
 def wait_acknowledged(agent: AgentProcess) -> None:
     """A message that made no match is journaled, and acknowledged, once its group commits
     (outbox.group_commit_s, the shipped default): only then is it the agent's, not the broker's."""
-    wait_for(lambda: (agent.state().get("outbox") or {}).get("grouped") == 0, OutboxSettings().group_commit_s + 20,
-             "the group committed")
-    time.sleep(0.3)                          # its acknowledgement on the broker: no redelivery
+    def acknowledged() -> bool:
+        agent.proc.send_signal(signal.SIGUSR1)      # a fresh state file soon, as `edgewave-agent status` asks
+        state = agent.state()
+        counters = state.get("counters") or {}
+        return ((state.get("outbox") or {}).get("grouped") == 0
+                and counters.get("messages_acknowledged", 0) >= counters.get("messages_in", 1))
+
+    wait_for(acknowledged, OutboxSettings().group_commit_s + 20,
+             lambda: f"the group committed and its messages acknowledged; status: {agent.state()}; "
+                     f"log:\n{agent.log(since_start=True)}", interval=0.2)
+    time.sleep(0.3)                          # the acknowledgement from the agent's socket to the broker
 
 # -- bad state never stops a gateway ----------------------------------------------------------------
 

@@ -71,3 +71,20 @@ def test_payloads_are_stored_packed_and_read_back_as_they_were(tmp_path):
     packer = PayloadPacker()
     assert packer.unpack(b'{"plain": "json"}') == b'{"plain": "json"}'      # files from before
     assert packer.unpack(packer.pack(b"\x01 starts like a packed one")) == b"\x01 starts like a packed one"
+
+
+def test_a_report_stored_while_a_group_waits_frees_its_acknowledgements_without_a_next_message(tmp_path):
+    """An event the engine thread stores between messages (an instance report, an absence) takes
+    the waiting group into its commit: the group's acknowledgements then go with the engine
+    thread's next idle turn, not with a next sensor message that a quiet gateway may never get
+    (until then the broker would deliver the message again after a crash)."""
+    agent = open_agent(tmp_path, group_commit_s=5)
+    acked: list[int] = []
+    agent._on_sensor_message("ew/in/alarm/t1", observation("t1", "t1", "temperature", 20), False,
+                             lambda: acked.append(1))
+    assert kinds(agent) == [] and acked == [] and agent.writer.grouped == 1
+    report = {"id": "urn:edgewave:event:report-1", "kind": "instance"}
+    agent._to_uplink(agent.writer.write([report], None))      # as _idle stores what the clock closed
+    assert kinds(agent) == ["significant", "instance"] and agent.writer.grouped == 0
+    agent._idle()
+    assert acked == [1]
