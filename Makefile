@@ -19,7 +19,9 @@ system:
 # A venv made by another interpreter than $(PYTHON) is made again.
 $(STAMP): pyproject.toml $(VENV)/.interpreter
 	@$(PY) -m pip install -q --upgrade pip
-	@$(PY) -m pip install -q -e '.[dev]'
+	@# setuptools prints an information box on every editable install (no warning about the
+	@# package's configuration, which it accepts silently): filtered by its exact summary.
+	@PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install -q -e '.[dev]'
 	@touch $(STAMP)
 
 $(VENV)/.interpreter: FORCE
