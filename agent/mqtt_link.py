@@ -34,7 +34,7 @@ from paho.mqtt.properties import Properties
 
 from edgewave.agent.network_loop import NetworkLoop
 from edgewave.shared.broker import ReconnectSettings, SessionBrokerSettings
-from edgewave.shared.mqtt_client import Will, new_client, send_at_once
+from edgewave.shared.mqtt_client import CorrelationData, Will, new_client, send_at_once
 
 __all__ = ["Ack", "Backoff", "MessageHandler", "MqttLink", "Will"]
 
@@ -147,7 +147,7 @@ class MqttLink:
         log.info("mqtt link=%s event=stopped", self.name)
 
     def publish(self, topic: str, payload: bytes, qos: int = 1, retain: bool = False,
-                properties: Properties | None = None) -> mqtt.MQTTMessageInfo:
+                properties: Properties | CorrelationData | None = None) -> mqtt.MQTTMessageInfo:
         """Publish (on the loop thread, waiting for it when called from another one)."""
         return self.loop.call(partial(self._publish_here, topic, payload, qos, retain, properties))
 
@@ -167,7 +167,7 @@ class MqttLink:
         return self.connected.wait(timeout)
 
     def _publish_here(self, topic: str, payload: bytes, qos: int, retain: bool,
-                      properties: Properties | None = None) -> mqtt.MQTTMessageInfo:
+                      properties: Properties | CorrelationData | None = None) -> mqtt.MQTTMessageInfo:
         if self._attempting:
             # paho is being reconnected on the connect thread; the caller's data stays where
             # it came from (outbox, next status) and is published after the reconnect.

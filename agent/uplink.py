@@ -55,9 +55,6 @@ import time
 from collections.abc import Sequence
 from typing import Any, Callable, Protocol
 
-from paho.mqtt.packettypes import PacketTypes
-from paho.mqtt.properties import Properties
-
 from edgewave.agent.config import LANDED_OFF, UplinkBatchSettings, UplinkLandedSettings
 from edgewave.agent.outbox import Outbox
 from edgewave.agent.uplink_batch import Batcher
@@ -65,6 +62,7 @@ from edgewave.agent.uplink_landed import LandedAcks
 from edgewave.shared.bounded_json import PayloadError
 from edgewave.shared.landed_acks import decode_landed
 from edgewave.shared.log_limit import LogLimiter
+from edgewave.shared.mqtt_client import CorrelationData
 
 log = logging.getLogger("edgewave.agent.uplink")
 
@@ -73,7 +71,7 @@ class Publisher(Protocol):
     connected: threading.Event
 
     def publish(self, topic: str, payload: bytes, qos: int = 1, retain: bool = False,  # noqa: ANN201
-                properties: Properties | None = None): ...
+                properties: CorrelationData | None = None): ...
 
     def on_loop_thread(self) -> bool: ...
 
@@ -417,13 +415,11 @@ class Uplink:
         if room == 0 or read_all:
             self._wake.set()   # more may be waiting once acks arrive; look again soon
 
-    def _keyed(self, first: int, last: int) -> Properties | None:
+    def _keyed(self, first: int, last: int) -> CorrelationData | None:
         """The message's key in its Correlation Data: what ingest's acknowledgement names."""
         if self.landed.mode == LANDED_OFF:
             return None
-        props = Properties(PacketTypes.PUBLISH)
-        props.CorrelationData = self.landed.key(first, last)
-        return props
+        return CorrelationData(self.landed.key(first, last))
 
     def _send_again(self, why: str) -> None:
         """Publish everything not yet landed again, from the oldest such row on."""
