@@ -80,26 +80,10 @@ class AggregateNode(Node):
 
     def __init__(self, child: Node, keys: Sequence[Callable[[Row], Optional[str]]],
                  specs: Sequence[AggregateSpec], implicit: bool):
-        super().__init__([spec.variable for spec in specs], ())
-        self.keys = tuple(keys)
-        self.specs = tuple(specs)
-        self.implicit = implicit  # no GROUP BY: one group, reported even when empty
-        self.groups: dict[tuple, _Group] = {}
+        key_slots = [getattr(k, "slot", None) for k in keys]
+        self._setup(keys, specs, implicit, key_slots)
         self._key = _key_reader(self.keys, child)
-        key_slots = [getattr(k, "slot", None) for k in self.keys]
-        # where each result value comes from: ("state", i), ("key", position) or ("weight",)
-        self._sources: list[tuple] = []
-        live: list[AggregateSpec] = []
-        for spec in self.specs:
-            slot = getattr(spec.argument, "slot", None)
-            if spec.function == "Count" and spec.argument is None and not spec.distinct:
-                self._sources.append(("weight",))
-            elif spec.function == "Sample" and slot is not None and slot in key_slots:
-                self._sources.append(("key", key_slots.index(slot)))
-            else:
-                self._sources.append(("state", len(live)))
-                live.append(spec)
-        self._live = tuple(live)
+        live = self._live
         self._arguments = [(spec.argument, None if spec.reads is None or spec.argument is None
                             else _slots_reader(spec.reads)) for spec in live]
         # Per aggregate, the argument's value for each reading of its slots that some row in
@@ -116,6 +100,30 @@ class AggregateNode(Node):
             self._slots = (key_slots[0], reads[0])
         child.connect(self.left_activation)
         self.inputs = (child,)
+
+    def _setup(self, keys: Sequence[Callable[[Row], Optional[str]]], specs: Sequence[AggregateSpec],
+               implicit: bool, key_slots: Sequence[Optional[int]]) -> None:
+        """What every aggregating node keeps: its groups, and where each result comes from.
+        ``key_slots``: per key, the slot of the plain variable it reads (else None), in the
+        row layout the aggregates' arguments read."""
+        Node.__init__(self, [spec.variable for spec in specs], ())
+        self.keys = tuple(keys)
+        self.specs = tuple(specs)
+        self.implicit = implicit  # no GROUP BY: one group, reported even when empty
+        self.groups: dict[tuple, _Group] = {}
+        # where each result value comes from: ("state", i), ("key", position) or ("weight",)
+        self._sources: list[tuple] = []
+        live: list[AggregateSpec] = []
+        for spec in self.specs:
+            slot = getattr(spec.argument, "slot", None)
+            if spec.function == "Count" and spec.argument is None and not spec.distinct:
+                self._sources.append(("weight",))
+            elif spec.function == "Sample" and slot is not None and slot in key_slots:
+                self._sources.append(("key", key_slots.index(slot)))
+            else:
+                self._sources.append(("state", len(live)))
+                live.append(spec)
+        self._live = tuple(live)
 
     def label(self) -> str:
         groups = f"GROUP BY {len(self.keys)} key(s)" if not self.implicit else "one group"

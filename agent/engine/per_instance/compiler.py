@@ -19,6 +19,7 @@ from .constant_node import ConstantNode
 from .expressions import UnsupportedQuery, expression, term, text_of
 from .extend_node import ExtendNode
 from .filter_node import FilterNode
+from .join_aggregate_node import JoinAggregateNode
 from .join_node import JoinNode
 from .modifiers import ReadOff
 from .negative_node import EXISTS, MINUS, NOT_EXISTS, NegativeNode
@@ -114,30 +115,62 @@ class Compiler:
     def aggregate(self, node: Op) -> AggregateNode:
         group = node.p
         child = self.pattern(group.p, self.default_dataset)
-        keys = []
-        for key in group.expr or ():
-            tree = expression(key)
-            compiled = filters.compile_term(tree, child.slots)
-            if tree[0] == "var" and tree[1] in child.slots:
-                compiled.slot = child.slots[tree[1]]  # a plain variable: the node reads the slot
-            keys.append(compiled)
-        specs = []
+        key_trees = [expression(key) for key in group.expr or ()]
+        aggregates = []  # (function, distinct, by_value, argument tree or None, result variable, separator)
         for aggregate in node.A:
             function = aggregate.name[len("Aggregate_"):]
             if function not in AGGREGATES:
                 raise UnsupportedQuery(f"aggregate {function.upper()} is not supported")
             distinct = aggregate.get("distinct") == "DISTINCT"
-            by_value = function in BY_VALUE and not distinct
-            argument, reads = None, None
-            if aggregate.vars != "*":
-                tree = expression(aggregate.vars)
-                argument = _value_of(tree, child.slots) if by_value else filters.compile_term(tree, child.slots)
-                reads = sorted(child.slots[v] for v in filters.variables_of(tree) if v in child.slots)
-                if not by_value and tree[0] == "var" and tree[1] in child.slots:
-                    argument.slot = child.slots[tree[1]]  # a plain variable (SAMPLE of a GROUP BY key)
+            tree = expression(aggregate.vars) if aggregate.vars != "*" else None
             separator = str(aggregate.separator) if aggregate.get("separator") is not None else " "
-            specs.append(AggregateSpec(function, distinct, argument, str(aggregate.res), separator, by_value, reads))
+            aggregates.append((function, distinct, function in BY_VALUE and not distinct, tree,
+                               str(aggregate.res), separator))
+        if isinstance(child, JoinNode):
+            fused = self.join_aggregate(child, key_trees, aggregates, implicit=not group.expr)
+            if fused is not None:
+                return fused
+        keys = _compiled_keys(key_trees, child.slots, child.slots)
+        specs = _specs(aggregates, child.slots, child.slots)
         return AggregateNode(child, keys, specs, implicit=not group.expr)
+
+    def join_aggregate(self, join: JoinNode, key_trees: list, aggregates: list,
+                       implicit: bool) -> Optional[JoinAggregateNode]:
+        """The join and the aggregate above it as one node (``join_aggregate_node``) when one
+        side (K) holds every variable the group keys read and the other (A) every variable
+        the aggregate arguments read, the two sides sharing only variables bound on both
+        (the join key); None otherwise. ``COUNT(DISTINCT *)``, whose value is the whole
+        joined solution, keeps the two nodes."""
+        pairing = join.pairing
+        if pairing.checks or not pairing.keyed:
+            return None
+        left, right = join.inputs
+        layout = join.slots
+        key_vars = set().union(*(filters.variables_of(t) for t in key_trees)) & set(layout)
+        plain_keys = {t[1] for t in key_trees if t[0] == "var"}
+        argument_vars: set = set()
+        for function, distinct, by_value, tree, _, _ in aggregates:
+            if tree is None:
+                if distinct:
+                    return None
+                continue
+            if function == "Sample" and tree[0] == "var" and tree[1] in plain_keys and tree[1] in layout:
+                continue  # read off the group's key (AggregateNode), not from a solution
+            argument_vars |= filters.variables_of(tree) & set(layout)
+        for a_side, k_side, a_is_left in ((left, right, True), (right, left, False)):
+            if not key_vars <= set(k_side.slots) or not argument_vars <= set(a_side.slots):
+                continue
+            keys = _compiled_keys(key_trees, k_side.slots, layout)
+            layout_key_slots = [getattr(k, "slot", None) for k in keys]
+            for k, tree in zip(keys, key_trees):
+                if tree[0] == "var" and tree[1] in k_side.slots:
+                    k.slot = k_side.slots[tree[1]]  # the fused node reads the K solution's slot
+            specs = _specs(aggregates, a_side.slots, layout)
+            a_key = pairing.left_key if a_is_left else pairing.right_key
+            k_key = pairing.right_key if a_is_left else pairing.left_key
+            return JoinAggregateNode(a_side, k_side, a_is_left, a_key, k_key, keys, specs, implicit,
+                                     layout_key_slots, pairing.keyed)
+        return None
 
     # ---------------------------------------------------------------- graph patterns
     def pattern(self, node: Op, dataset: Optional[str]) -> Node:
@@ -257,6 +290,34 @@ class Compiler:
 
     def _forget(self, node: Node) -> None:
         self.network.constants.remove(node)
+
+
+def _compiled_keys(trees: list, slots: dict[str, int], layout: dict[str, int]) -> list:
+    """GROUP BY keys over rows of ``slots``; a plain variable's key carries its slot in
+    ``layout`` (the aggregated rows' layout), where the aggregate node looks for SAMPLE of
+    a key."""
+    keys = []
+    for tree in trees:
+        compiled = filters.compile_term(tree, slots)
+        if tree[0] == "var" and tree[1] in layout:
+            compiled.slot = layout[tree[1]]  # a plain variable: the node reads the slot
+        keys.append(compiled)
+    return keys
+
+
+def _specs(aggregates: list, slots: dict[str, int], layout: dict[str, int]) -> list[AggregateSpec]:
+    """The aggregates' specs, their arguments over rows of ``slots`` (their ``reads`` too);
+    a plain variable's argument carries its slot in ``layout`` (SAMPLE of a GROUP BY key)."""
+    specs = []
+    for function, distinct, by_value, tree, variable, separator in aggregates:
+        argument, reads = None, None
+        if tree is not None:
+            argument = _value_of(tree, slots) if by_value else filters.compile_term(tree, slots)
+            reads = sorted(slots[v] for v in filters.variables_of(tree) if v in slots)
+            if not by_value and tree[0] == "var" and tree[1] in layout:
+                argument.slot = layout[tree[1]]  # a plain variable (SAMPLE of a GROUP BY key)
+        specs.append(AggregateSpec(function, distinct, argument, variable, separator, by_value, reads))
+    return specs
 
 
 def _value_of(tree, slots: dict[str, int]):

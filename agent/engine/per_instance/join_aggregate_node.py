@@ -1,0 +1,156 @@
+"""Join-aggregate node: GROUP BY over a join whose group keys come from one side and whose
+aggregate arguments come from the other, without building the joined solutions.
+
+An aggregate over ``A JOIN K`` where every group key reads only K's variables and every
+aggregate argument only A's: a joined solution matters to the aggregates only through its
+K side's group and its A side's argument values. So the node keeps both memories keyed on
+the join variables, as a join node does, but a K solution is stored with its group key
+(computed once, when it first enters) and an A solution with its argument values (computed
+once, when it first enters, and taken as they are when it leaves). A delta from either
+side goes straight to the groups of the pairs it makes, with the weight the join would
+have given the pair: the aggregate states see exactly the additions, in exactly the order,
+that a join node followed by an aggregate node gives them (same groups, same order of
+groups, same values to the last digit), without a joined tuple per pair or a group key
+read per pair. ``compiler.Compiler.aggregate`` chooses it when the algebra allows.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional, Sequence
+
+from .aggregate_node import AggregateNode, AggregateSpec, _Group
+from .solutions import Delta, Node, Row
+
+
+class JoinAggregateNode(AggregateNode):
+    """Groups and aggregate states over the join of an argument side (A) and a key side (K).
+
+    ``a_key``/``k_key``: each side's join key (``Pairing``'s readers); ``keys``: the group
+    keys over K's solutions; ``arguments``: per aggregate with a state, its argument over
+    A's solutions (None for COUNT(*) kept as a state, which the compiler never passes).
+    ``layout_key_slots``: the keys' slots in the join's layout, for ``_setup``.
+    """
+
+    def __init__(self, a_side: Node, k_side: Node, a_is_left: bool, a_key: Callable[[Row], object],
+                 k_key: Callable[[Row], object], keys: Sequence[Callable[[Row], Optional[str]]],
+                 specs: Sequence[AggregateSpec], implicit: bool, layout_key_slots: Sequence[Optional[int]],
+                 on: Sequence[str]):
+        self._setup(keys, specs, implicit, layout_key_slots)
+        self._a_key, self._k_key = a_key, k_key
+        self._on = tuple(on)
+        self._a_is_left = a_is_left
+        # join key -> {A solution: [weight, argument values]}, {K solution: [weight, group key]}
+        self.a_memory: dict = {}
+        self.k_memory: dict = {}
+        live = self._live
+        self._n = len(live)
+        arguments = tuple(spec.argument for spec in live)
+        if len(arguments) == 1:
+            only = arguments[0]
+            self._values_of = lambda row: only(row)
+        else:
+            self._values_of = lambda row: tuple(argument(row) for argument in arguments)
+        key_slots = [getattr(k, "slot", None) for k in self.keys]
+        if self.keys and None not in key_slots:
+            if len(key_slots) == 1:
+                slot = key_slots[0]
+                self._group_key = lambda row: (row[slot],)
+            else:
+                self._group_key = lambda row: tuple(row[s] for s in key_slots)
+        else:
+            keys_ = self.keys
+            self._group_key = lambda row: tuple(k(row) for k in keys_)
+        a_side.connect(self.a_activation)
+        k_side.connect(self.k_activation)
+        self.inputs = (a_side, k_side) if a_is_left else (k_side, a_side)
+
+    def label(self) -> str:
+        side = "left" if self._a_is_left else "right"
+        return (super().label().replace("aggregate,", "aggregate over a join,", 1)
+                + f"; join on {' '.join('?' + v for v in self._on)}, arguments from the {side} side")
+
+    def a_activation(self, delta: Delta) -> None:
+        """A's solutions entering or leaving: each pairs with the K solutions of its join
+        key, in the order the K memory holds them (a join node's order)."""
+        groups, live, a_memory, k_memory = self.groups, self._live, self.a_memory, self.k_memory
+        key_of, values_of = self._a_key, self._values_of
+        single = self._n == 1
+        n = self._n
+        for row, weight in delta:
+            k = key_of(row)
+            mine = a_memory.get(k)
+            cell = None if mine is None else mine.get(row)
+            if cell is None:
+                cell = [0, values_of(row) if n else None]
+                if mine is None:
+                    mine = a_memory[k] = {row: cell}
+                else:
+                    mine[row] = cell
+            values = cell[1]
+            bucket = k_memory.get(k)
+            if bucket:
+                for k_weight, group_key in bucket.values():
+                    w = weight * k_weight
+                    group = groups.get(group_key)
+                    if group is None:
+                        group = groups[group_key] = _Group(live)
+                    if single:
+                        group.first(values, w)
+                    elif n:
+                        for state, value in zip(group.states, values):
+                            state.add(value, w)
+                    group.weight += w
+                    if not group.weight:
+                        del groups[group_key]
+            total = cell[0] + weight
+            if total:
+                cell[0] = total
+            else:
+                del mine[row]
+                if not mine:
+                    del a_memory[k]
+
+    def k_activation(self, delta: Delta) -> None:
+        """K's solutions entering or leaving: each pairs with the A solutions of its join
+        key, all in its one group."""
+        groups, live, a_memory, k_memory = self.groups, self._live, self.a_memory, self.k_memory
+        key_of, group_key_of = self._k_key, self._group_key
+        n = self._n
+        for row, weight in delta:
+            k = key_of(row)
+            mine = k_memory.get(k)
+            cell = None if mine is None else mine.get(row)
+            if cell is None:
+                cell = [0, group_key_of(row)]
+                if mine is None:
+                    mine = k_memory[k] = {row: cell}
+                else:
+                    mine[row] = cell
+            group_key = cell[1]
+            bucket = a_memory.get(k)
+            if bucket:
+                for a_weight, values in bucket.values():
+                    w = weight * a_weight
+                    group = groups.get(group_key)
+                    if group is None:
+                        group = groups[group_key] = _Group(live)
+                    if n == 1:
+                        group.first(values, w)
+                    elif n:
+                        for state, value in zip(group.states, values):
+                            state.add(value, w)
+                    group.weight += w
+                    if not group.weight:
+                        del groups[group_key]
+            total = cell[0] + weight
+            if total:
+                cell[0] = total
+            else:
+                del mine[row]
+                if not mine:
+                    del k_memory[k]
+
+    def left_activation(self, delta: Delta) -> None:
+        (self.a_activation if self._a_is_left else self.k_activation)(delta)
+
+    def right_activation(self, delta: Delta) -> None:
+        (self.k_activation if self._a_is_left else self.a_activation)(delta)
