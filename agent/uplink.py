@@ -11,9 +11,9 @@ one thread that runs both brokers' sockets (network_loop.py):
   hand-over. Otherwise it only wakes the uplink thread;
 - *everything else* (a backlog, a reconnect, a refusal, the PUBACKs): the uplink thread
   does no work of its own but times it. It wakes when woken, every ``ACK_BATCH_S``
-  while events are in flight, and at least every 0.5 s, and runs ``_service`` on the
-  network thread (``link.call``), which publishes what waits in the outbox and deletes
-  the acknowledged rows.
+  while PUBACKs may wait to delete rows, and at least every 0.5 s, and runs ``_service``
+  on the network thread (``link.call``), which publishes what waits in the outbox and
+  deletes the acknowledged (or landed) rows.
 
 paho reports each PUBACK on the network thread; ``on_published`` only queues the message
 id, and ``_service`` maps the ids of a batch back to outbox rows (a delete per PUBACK would
@@ -200,6 +200,18 @@ class Uplink:
         """Events published and not yet landed (or, deleting on PUBACK, acknowledged)."""
         return bool(self._inflight) or self.landed.events > 0
 
+    @property
+    def _deletes_pending(self) -> bool:
+        """PUBACKs whose rows are to be deleted may be queued: look every ``ACK_BATCH_S``.
+
+        End to end a PUBACK deletes nothing: the rows go when ingest's acknowledgement lands
+        them, and nothing is lost by reading the PUBACKs and the acknowledgements a little
+        later (``on_published`` and ``on_landed`` wake the thread when room runs low, and the
+        timeouts of ``_check_unlanded`` are seconds long). Each wake-up is a hand-over to the
+        network thread on the latency path, so end to end the thread wakes when woken and at
+        least every 0.5 s, not twenty times a second."""
+        return bool(self._inflight) and not self.landed.end_to_end
+
     # -- the thread ------------------------------------------------------------------------
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="uplink", daemon=True)
@@ -229,8 +241,7 @@ class Uplink:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            in_flight = self.waiting
-            timeout = min(self._next_wait, self.ACK_BATCH_S) if in_flight else self._next_wait
+            timeout = min(self._next_wait, self.ACK_BATCH_S) if self._deletes_pending else self._next_wait
             self._sleep_until = time.monotonic() + timeout
             self._wake.wait(timeout=timeout)
             self._sleep_until = math.inf     # awake: whoever wants it sooner sets the event
