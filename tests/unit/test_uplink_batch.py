@@ -17,7 +17,7 @@ from edgewave.shared.events import (CONTEXT, EARLIER_CONTEXT, FIELDS, GENERATION
                                     decode_event, encode_event, instance_events, match_event, rows_dicts,
                                     significant_event)
 from edgewave.shared.uplink_batch import (HEADER, MAGIC, MAX_DEPTH, ZDICT, BatchError, build_table, check_event,
-                                          decode_batch, encode_batch, is_batch)
+                                          decode_batch, encode_batch, is_batch, window_bits)
 
 DEMO = Path(__file__).resolve().parent.parent / "data" / "uplink" / "demo-events.jsonl"
 EX = "http://example.org/"
@@ -66,6 +66,21 @@ def test_a_batch_is_much_smaller_than_its_events_one_by_one():
     single = sum(len(encode_event(e)) for e in events[:32])
     assert len(encode_batch(events[:32])) * 10 < single
     assert len(encode_batch(events[:1])) * 4 < len(encode_event(events[0]))
+
+
+def test_the_window_fitted_to_the_body_compresses_as_small_as_the_largest():
+    """A batch is compressed with the smallest window that holds the dictionary and its body;
+    it must come out exactly as small as with zlib's largest window, and decode the same."""
+    events = demo_events() * 30     # up to well past 32 kB of body: the largest window again
+    seen_bits = set()
+    for size in (1, 2, 5, 32, 200, 1000):       # 1,000: ingest's most events a batch
+        payload = encode_batch(events[:size])
+        body = zlib.decompressobj(zdict=ZDICT).decompress(payload[HEADER.size:])
+        largest = zlib.compressobj(6, zdict=ZDICT)
+        assert len(payload) - HEADER.size == len(largest.compress(body) + largest.flush())
+        assert decode_batch(payload) == events[:size]
+        seen_bits.add(window_bits(len(body)))
+    assert min(seen_bits) < zlib.MAX_WBITS and zlib.MAX_WBITS in seen_bits
 
 
 def test_the_table_holds_the_iris_the_batch_repeats_and_references_resolve():
