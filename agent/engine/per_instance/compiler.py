@@ -9,7 +9,8 @@ becomes the read-off chain (``modifiers``). ``WINDOW w { }`` reaches this module
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from decimal import Decimal
+from typing import Any, Callable, Optional
 
 from .. import filters
 from .aggregate_node import AggregateNode, AggregateSpec
@@ -25,7 +26,7 @@ from .modifiers import ReadOff
 from .negative_node import EXISTS, MINUS, NOT_EXISTS, NegativeNode
 from .optional_node import OptionalNode
 from .pattern_node import PatternNode
-from .solutions import Node
+from .solutions import Node, Row
 from .union_node import UnionNode
 
 _MODIFIERS = ("Slice", "Project", "Distinct", "Reduced", "OrderBy")
@@ -330,6 +331,29 @@ def _value_of(tree, slots: dict[str, int]):
             return compute(row)
         except failures:
             return None
+    if (tree[0] == "cast" and tree[1] == _XSD_DECIMAL and tree[2][:2] == ("call", "STR") and len(tree[2][2]) == 1
+            and tree[2][2][0][0] == "var" and tree[2][2][0][1] in slots):
+        return _decimal_of_str(slots[tree[2][2][0][1]], value)
+    return value
+
+
+_XSD_DECIMAL = filters.XSD_NS + "decimal"
+_DECIMAL_LEXICAL = filters._DECIMAL_RE.match
+
+
+def _decimal_of_str(slot: int, general: Callable[[Row], Any]) -> Callable[[Row], Any]:
+    """``xsd:decimal(STR(?v))``, the usual way to sum or average a number written under a
+    datatype of its own (a currency, a unit): for a literal without escapes whose lexical
+    form is a decimal, the ``Decimal`` the cast gives (STR is the lexical form, the cast
+    strips it and reads it as ``filters._typed_value`` does); anything else goes through
+    ``general``, the compiled expression, which decides the value or the error."""
+    def value(row):
+        term = row[slot]
+        if term.__class__ is str and term[:1] == '"' and "\\" not in term:
+            lexical = term[1:term.rfind('"')].strip()
+            if _DECIMAL_LEXICAL(lexical):
+                return Decimal(lexical)
+        return general(row)
     return value
 
 

@@ -348,7 +348,9 @@ class InstanceEvaluator:
         add, witness, entail, advance = window.add, window.witness, self._entailed, self.advance
         epsilon = self.epsilon
         plain: dict[str, bool] = {}  # predicate (not rdf:type) -> its triples entail nothing
-        typed: dict[Triple, list] = {}  # an rdf:type triple -> what it entails, itself included
+        # an rdf:type triple that entails more -> (how many more, what enters the window: a
+        # bundle, the one triple a pattern reads, or None)
+        typed: dict[Triple, tuple] = {}
         n = late = entailed_count = 0
         try:
             for ts, triple in items:
@@ -385,14 +387,25 @@ class InstanceEvaluator:
                         continue
                 if p == RDF_TYPE:
                     # an instance's types repeat (a product named by every offer of it): what
-                    # each entails is worked out once
-                    entailed = typed.get(triple)
-                    if entailed is None:
-                        if len(typed) >= TYPED_MEMO:
-                            typed.clear()
-                        entailed = typed[triple] = entail(triple)
-                else:
-                    entailed = entail(triple)
+                    # each entails is worked out once, and enters the window as one bundle
+                    # (WindowContent); a type that entails nothing is not remembered
+                    known = typed.get(triple)
+                    if known is None:
+                        entailed = entail(triple)
+                        kept = [t for t in entailed if accepts is None or t[1] in accepts]
+                        known = (len(entailed) - 1, [triple, tuple(kept)] if len(kept) > 1
+                                 else kept[0] if kept else None)
+                        if len(entailed) > 1:
+                            if len(typed) >= TYPED_MEMO:
+                                typed.clear()
+                            typed[triple] = known
+                    entailed_count += known[0]
+                    if known[1] is None:
+                        witness(ts)
+                    else:
+                        add(ts, known[1])
+                    continue
+                entailed = entail(triple)
                 entailed_count += len(entailed) - 1
                 kept = False
                 for t in entailed:

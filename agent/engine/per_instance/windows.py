@@ -12,6 +12,13 @@ A triple no pattern of the query can match changes no solution, but it still mak
 instance non-empty (the ``non-empty`` report policy). Such triples are kept as *witnesses*:
 entries ``(ts, None)``, at most one per timestamp not already held by a triple arriving just
 before, that occupy the window for emptiness and never reach the network.
+
+A triple and what the schema entails from it can be added as one *bundle* (``add`` given a
+list ``[source, triples]``): one entry instead of one per triple. The window then counts
+the copies of the source; the triples it entails count once per source present in
+``copies``, which is all that decides when they enter and leave (a count going from or
+to zero), so the network sees the same changes in the same order as from the triples
+added one by one.
 """
 from __future__ import annotations
 
@@ -36,7 +43,8 @@ class WindowContent:
         self.late_pending: list[tuple[int, int, Triple]] = []
         self.content: deque[tuple[int, Triple]] = deque()
         self.late_content: list[tuple[int, int, Triple]] = []
-        self.copies: dict[Triple, int] = {}  # triple -> copies in the content
+        self.copies: dict[Triple, int] = {}  # triple -> copies in the content (a bundle's: sources present)
+        self.sources: dict[Triple, int] = {}  # a bundle's source triple -> copies in the content
         self.start: Optional[int] = None  # the instance the content is, [start, end)
         self.end: Optional[int] = None
         self.latest = -1  # the latest timestamp seen
@@ -113,13 +121,17 @@ class WindowContent:
         leave = self._leave
         while content and content[0][0] < start:
             triple = content.popleft()[1]
-            if triple is not None:  # _leave, written out: the loop every expired triple takes
-                left = copies[triple] - 1
-                if left:
-                    copies[triple] = left
-                else:
-                    del copies[triple]
-                    changes.append((triple, -1))
+            if triple is None:
+                continue
+            if triple.__class__ is list:
+                self._leave_bundle(triple, changes)
+                continue
+            left = copies[triple] - 1  # _leave, written out: the loop every expired triple takes
+            if left:
+                copies[triple] = left
+            else:
+                del copies[triple]
+                changes.append((triple, -1))
         while late_content and late_content[0][0] < start:
             triple = heapq.heappop(late_content)[2]
             if triple is not None:
@@ -142,6 +154,9 @@ class WindowContent:
                 heapq.heappush(late_content, (ts, next(self._sequence), triple))
             if triple is None:
                 continue  # a witness
+            if triple.__class__ is list:
+                self._enter_bundle(triple, changes)
+                continue
             before = copies.get(triple, 0)
             copies[triple] = before + 1
             if not before:
@@ -149,7 +164,35 @@ class WindowContent:
         self.start, self.end = start, end
         return changes
 
+    def _enter_bundle(self, bundle: list, changes: Changes) -> None:
+        source, triples = bundle
+        sources = self.sources
+        before = sources.get(source, 0)
+        sources[source] = before + 1
+        if before:
+            return
+        copies = self.copies
+        for triple in triples:
+            had = copies.get(triple, 0)
+            copies[triple] = had + 1
+            if not had:
+                changes.append((triple, 1))
+
+    def _leave_bundle(self, bundle: list, changes: Changes) -> None:
+        source, triples = bundle
+        sources = self.sources
+        left = sources[source] - 1
+        if left:
+            sources[source] = left
+            return
+        del sources[source]
+        for triple in triples:
+            self._leave(triple, changes)
+
     def _leave(self, triple: Triple, changes: Changes) -> None:
+        if triple.__class__ is list:
+            self._leave_bundle(triple, changes)
+            return
         left = self.copies[triple] - 1
         if left:
             self.copies[triple] = left
