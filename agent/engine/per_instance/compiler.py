@@ -9,12 +9,11 @@ becomes the read-off chain (``modifiers``). ``WINDOW w { }`` reaches this module
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any, Callable, Optional
 
 from .. import filters
 from .aggregate_node import AggregateNode, AggregateSpec
-from .aggregates import AGGREGATES, BY_VALUE
+from .aggregates import AGGREGATES, BY_VALUE, scaled_decimal
 from .algebra import Iri, Lit, Op
 from .constant_node import ConstantNode
 from .expressions import UnsupportedQuery, expression, term, text_of
@@ -334,25 +333,45 @@ def _value_of(tree, slots: dict[str, int]):
     if (tree[0] == "cast" and tree[1] == _XSD_DECIMAL and tree[2][:2] == ("call", "STR") and len(tree[2][2]) == 1
             and tree[2][2][0][0] == "var" and tree[2][2][0][1] in slots):
         return _decimal_of_str(slots[tree[2][2][0][1]], value)
+    if tree[0] == "var" and tree[1] in slots:
+        return _decimal_of_term(slots[tree[1]], value)
     return value
 
 
 _XSD_DECIMAL = filters.XSD_NS + "decimal"
+_DECIMAL_SUFFIX = f'"^^<{_XSD_DECIMAL}>'
 _DECIMAL_LEXICAL = filters._DECIMAL_RE.match
 
 
 def _decimal_of_str(slot: int, general: Callable[[Row], Any]) -> Callable[[Row], Any]:
     """``xsd:decimal(STR(?v))``, the usual way to sum or average a number written under a
     datatype of its own (a currency, a unit): for a literal without escapes whose lexical
-    form is a decimal, the ``Decimal`` the cast gives (STR is the lexical form, the cast
-    strips it and reads it as ``filters._typed_value`` does); anything else goes through
-    ``general``, the compiled expression, which decides the value or the error."""
+    form is a decimal, the decimal the cast gives (STR is the lexical form, the cast strips
+    it and reads it as ``filters._typed_value`` does), as ``aggregates.scaled_decimal``;
+    anything else goes through ``general``, the compiled expression, which decides the
+    value or the error."""
     def value(row):
         term = row[slot]
         if term.__class__ is str and term[:1] == '"' and "\\" not in term:
             lexical = term[1:term.rfind('"')].strip()
             if _DECIMAL_LEXICAL(lexical):
-                return Decimal(lexical)
+                return scaled_decimal(lexical)
+        return general(row)
+    return value
+
+
+def _decimal_of_term(slot: int, general: Callable[[Row], Any]) -> Callable[[Row], Any]:
+    """A variable's value, an ``xsd:decimal`` literal (without escapes, its lexical form a
+    decimal) read as ``aggregates.scaled_decimal``, anything else by ``general``."""
+    suffix = _DECIMAL_SUFFIX
+    cut = -len(suffix)
+
+    def value(row):
+        term = row[slot]
+        if term.__class__ is str and term.endswith(suffix) and term[:1] == '"' and "\\" not in term:
+            lexical = term[1:cut]
+            if _DECIMAL_LEXICAL(lexical):
+                return scaled_decimal(lexical)
         return general(row)
     return value
 

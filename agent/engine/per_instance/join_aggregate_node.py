@@ -21,6 +21,15 @@ from .aggregate_node import AggregateNode, AggregateSpec, _Group
 from .solutions import Delta, Node, Row
 
 
+class _Emptied:
+    """Where a K solution's group is not yet looked up: a group of weight 0, as one that
+    emptied (and left ``groups``) is."""
+    weight = 0
+
+
+_EMPTIED = _Emptied()
+
+
 class JoinAggregateNode(AggregateNode):
     """Groups and aggregate states over the join of an argument side (A) and a key side (K).
 
@@ -38,7 +47,8 @@ class JoinAggregateNode(AggregateNode):
         self._a_key, self._k_key = a_key, k_key
         self._on = tuple(on)
         self._a_is_left = a_is_left
-        # join key -> {A solution: [weight, argument values]}, {K solution: [weight, group key]}
+        # join key -> {A solution: [weight, argument values]}, {K solution: [weight, group key,
+        # its group]}: a group is looked up again only once it has emptied (weight 0)
         self.a_memory: dict = {}
         self.k_memory: dict = {}
         live = self._live
@@ -88,11 +98,14 @@ class JoinAggregateNode(AggregateNode):
             values = cell[1]
             bucket = k_memory.get(k)
             if bucket:
-                for k_weight, group_key in bucket.values():
-                    w = weight * k_weight
-                    group = groups.get(group_key)
-                    if group is None:
-                        group = groups[group_key] = _Group(live)
+                for k_cell in bucket.values():
+                    w = weight * k_cell[0]
+                    group = k_cell[2]
+                    if not group.weight:  # emptied since (no longer in groups), or never looked up
+                        group = groups.get(k_cell[1])
+                        if group is None:
+                            group = groups[k_cell[1]] = _Group(live)
+                        k_cell[2] = group
                     if single:
                         group.first(values, w)
                     elif n:
@@ -100,7 +113,7 @@ class JoinAggregateNode(AggregateNode):
                             state.add(value, w)
                     group.weight += w
                     if not group.weight:
-                        del groups[group_key]
+                        del groups[k_cell[1]]
             total = cell[0] + weight
             if total:
                 cell[0] = total
@@ -120,7 +133,7 @@ class JoinAggregateNode(AggregateNode):
             mine = k_memory.get(k)
             cell = None if mine is None else mine.get(row)
             if cell is None:
-                cell = [0, group_key_of(row)]
+                cell = [0, group_key_of(row), _EMPTIED]
                 if mine is None:
                     mine = k_memory[k] = {row: cell}
                 else:
@@ -130,9 +143,12 @@ class JoinAggregateNode(AggregateNode):
             if bucket:
                 for a_weight, values in bucket.values():
                     w = weight * a_weight
-                    group = groups.get(group_key)
-                    if group is None:
-                        group = groups[group_key] = _Group(live)
+                    group = cell[2]
+                    if not group.weight:
+                        group = groups.get(group_key)
+                        if group is None:
+                            group = groups[group_key] = _Group(live)
+                        cell[2] = group
                     if n == 1:
                         group.first(values, w)
                     elif n:
