@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlparse
 
 from .settings import SparkSettings
 
@@ -22,6 +23,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 MIN_JAVA = 17
+
+FILE_SYSTEM_CHECKPOINTS = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+"""Spark's checkpoint writer through Hadoop's FileSystem API (the class is pyspark 4's, pinned in pyproject.toml)."""
 
 
 class JavaMissing(RuntimeError):
@@ -124,6 +128,12 @@ def spark_conf(settings: SparkSettings, log4j: Path, extra: dict[str, str] | Non
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
     }
+    if urlparse(settings.checkpoint).scheme in ("", "file"):
+        # Without Hadoop's native library (pyspark ships none), Spark's default checkpoint writer
+        # renames each checkpoint file through Hadoop's FileContext, which starts a `readlink`
+        # process for every path it checks: a few dozen processes a micro-batch. The FileSystem
+        # writer renames the file with one rename(2), as atomic on a local disk.
+        conf["spark.sql.streaming.checkpointFileManagerClass"] = FILE_SYSTEM_CHECKPOINTS
     conf.update(settings.conf)
     conf.update(extra or {})
     return conf
