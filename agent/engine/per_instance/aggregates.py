@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import heapq
 from abc import ABC, abstractmethod
-from decimal import Decimal, getcontext
+from decimal import Decimal
 from fractions import Fraction
 from typing import Optional
 
@@ -89,56 +89,18 @@ class Sum(Aggregate):
         self.exact = 0  # ints
         self.decimal = Decimal(0)
         self.binary = Fraction(0)  # floats and doubles, exactly
-        # By value, decimals given as ``scaled_decimal`` triples are summed as an integer
-        # count of units of 10**scale, scale the smallest exponent added (at most 0): the
-        # coefficient and exponent decimal's exact addition gives ``decimal``, for an
-        # integer addition's cost. ``units`` is None once a sum or a product would pass the
-        # context's precision (where decimal rounds) or a plain Decimal comes: ``decimal``
-        # then holds the sum so far and carries on as decimal arithmetic does.
-        self.units: Optional[int] = 0
-        self.scale = 0
-        self.limit = _limit(getcontext().prec)
         if self.by_value:
             self.add = self._add_number
 
     def _add_number(self, number, weight):
         """``include`` of a value given as a number (``by_value``), a decimal taken first:
         prices, amounts and measurements mostly are."""
-        if number.__class__ is tuple:  # scaled_decimal's (units, exponent, lexical form)
-            units = self.units
-            if units is not None:
-                coefficient, exponent, _ = number
-                scale, limit = self.scale, self.limit
-                product = coefficient * weight
-                if exponent < scale:
-                    units *= 10 ** (scale - exponent)
-                    scale = exponent
-                elif exponent > scale:
-                    coefficient *= 10 ** (exponent - scale)
-                total = units + coefficient * weight
-                if -limit < total < limit and -limit < product < limit:  # what decimal gives exactly
-                    self.units, self.scale = total, scale
-                    self.n += weight
-                    self.by_rank[1] += weight
-                    return
-                self._to_decimal()
-            number = Decimal(number[2])
         if type(number) is Decimal:
-            if self.units is not None:
-                self._to_decimal()
             self.n += weight
             self.by_rank[1] += weight
             self.decimal += number * weight
         else:
             self.include(number, weight)
-
-    def _to_decimal(self) -> None:
-        """From here on, decimals are summed as decimal arithmetic does (``units``)."""
-        self.decimal = Decimal(self.units).scaleb(self.scale)
-        self.units = None
-
-    def _decimal_sum(self) -> Decimal:
-        return self.decimal if self.units is None or not self.by_value else Decimal(self.units).scaleb(self.scale)
 
     def include(self, value, weight):
         number = value if self.by_value else None
@@ -165,8 +127,8 @@ class Sum(Aggregate):
         if rank == 0:
             return self.exact
         if rank == 1:
-            return self._decimal_sum() + self.exact
-        value = float(self.binary + Fraction(self._decimal_sum()) + self.exact)
+            return self.decimal + self.exact
+        value = float(self.binary + Fraction(self.decimal) + self.exact)
         return Single(value) if rank == 2 else value
 
     def result(self):
@@ -244,32 +206,6 @@ class GroupConcat(Aggregate):
                 return None
             parts.extend([text] * (1 if self.distinct else count))
         return value_term(self.separator.join(parts))
-
-
-_LIMITS: dict[int, int] = {}
-
-
-def _limit(precision: int) -> int:
-    """10**precision: a coefficient below it in magnitude is one decimal holds exactly."""
-    limit = _LIMITS.get(precision)
-    if limit is None:
-        limit = _LIMITS[precision] = 10 ** precision
-    return limit
-
-
-SCALED_MAX = 60  # longest lexical form ``scaled_decimal`` reads (int() of it stays cheap)
-
-
-def scaled_decimal(lexical: str) -> tuple[int, int, str] | Decimal:
-    """A decimal's lexical form (it matches ``filters._DECIMAL_RE``) as ``(units, exponent,
-    lexical)``: ``Decimal(lexical)`` is units * 10**exponent with that exponent, and
-    ``Sum`` by value adds it as integers. A longer form comes as its Decimal."""
-    if len(lexical) > SCALED_MAX:
-        return Decimal(lexical)
-    dot = lexical.find(".")
-    if dot < 0:
-        return int(lexical), 0, lexical
-    return int(lexical[:dot] + lexical[dot + 1:]), dot + 1 - len(lexical), lexical
 
 
 def make_aggregate(function: str, distinct: bool, separator: str = " ", by_value: bool = False) -> Aggregate:

@@ -9,11 +9,12 @@ becomes the read-off chain (``modifiers``). ``WINDOW w { }`` reaches this module
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Callable, Optional
 
 from .. import filters
 from .aggregate_node import AggregateNode, AggregateSpec
-from .aggregates import AGGREGATES, BY_VALUE, scaled_decimal
+from .aggregates import AGGREGATES, BY_VALUE
 from .algebra import Iri, Lit, Op
 from .constant_node import ConstantNode
 from .expressions import UnsupportedQuery, expression, term, text_of
@@ -346,23 +347,23 @@ _DECIMAL_LEXICAL = filters._DECIMAL_RE.match
 def _decimal_of_str(slot: int, general: Callable[[Row], Any]) -> Callable[[Row], Any]:
     """``xsd:decimal(STR(?v))``, the usual way to sum or average a number written under a
     datatype of its own (a currency, a unit): for a literal without escapes whose lexical
-    form is a decimal, the decimal the cast gives (STR is the lexical form, the cast strips
-    it and reads it as ``filters._typed_value`` does), as ``aggregates.scaled_decimal``;
-    anything else goes through ``general``, the compiled expression, which decides the
-    value or the error."""
+    form is a decimal, the ``Decimal`` the cast gives (STR is the lexical form, the cast
+    strips it and reads it as ``filters._typed_value`` does); anything else goes through
+    ``general``, the compiled expression, which decides the value or the error."""
     def value(row):
         term = row[slot]
         if term.__class__ is str and term[:1] == '"' and "\\" not in term:
             lexical = term[1:term.rfind('"')].strip()
             if _DECIMAL_LEXICAL(lexical):
-                return scaled_decimal(lexical)
+                return Decimal(lexical)
         return general(row)
     return value
 
 
 def _decimal_of_term(slot: int, general: Callable[[Row], Any]) -> Callable[[Row], Any]:
-    """A variable's value, an ``xsd:decimal`` literal (without escapes, its lexical form a
-    decimal) read as ``aggregates.scaled_decimal``, anything else by ``general``."""
+    """A variable's value: an ``xsd:decimal`` literal without escapes whose lexical form is
+    a decimal read straight to its ``Decimal`` (as ``filters._typed_value`` reads it),
+    anything else by ``general``."""
     suffix = _DECIMAL_SUFFIX
     cut = -len(suffix)
 
@@ -371,7 +372,7 @@ def _decimal_of_term(slot: int, general: Callable[[Row], Any]) -> Callable[[Row]
         if term.__class__ is str and term.endswith(suffix) and term[:1] == '"' and "\\" not in term:
             lexical = term[1:cut]
             if _DECIMAL_LEXICAL(lexical):
-                return scaled_decimal(lexical)
+                return Decimal(lexical)
         return general(row)
     return value
 
