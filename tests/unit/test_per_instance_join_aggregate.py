@@ -22,6 +22,7 @@ from edgewave.agent.engine import filters
 from edgewave.agent.engine.per_instance import InstanceEvaluator
 from edgewave.agent.engine.per_instance import compiler as compiler_module
 from edgewave.agent.engine.per_instance.aggregate_node import AggregateNode
+from edgewave.agent.engine.per_instance.aggregates import Avg
 from edgewave.agent.engine.per_instance.join_aggregate_node import JoinAggregateNode
 
 EX = "http://ex.org/pi#"
@@ -153,3 +154,24 @@ def test_the_argument_fast_paths_give_the_compiled_expressions_value(term) -> No
         assert got == expected or got != got
         if type(got) is Decimal:
             assert got.as_tuple() == expected.as_tuple()  # the exponent too: it shows in SUM's term
+
+
+_NUMBERS = st.one_of(st.integers(-10 ** 30, 10 ** 30), st.decimals(allow_nan=False, allow_infinity=False, places=4),
+                     st.floats(allow_nan=False, allow_infinity=False, width=32), st.just(None))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_NUMBERS, st.sampled_from([1, 1, -1, 2])), max_size=12))
+def test_avg_is_the_quotient_arith_gives(changes: list) -> None:
+    """``Avg.result``'s path without floats is the general one: ``_arith``'s quotient of the
+    total and the count, as a term; an error (None) while the group holds one."""
+    avg = Avg(False, True)
+    for value, weight in changes:
+        avg.add(value, weight)
+    if avg.errors or avg.n == 0:
+        return
+    try:
+        expected = filters.value_term(filters._arith("/", avg.total(), avg.n))
+    except filters.EVAL_FAILURES:
+        expected = None
+    assert avg.result() == expected

@@ -230,10 +230,11 @@ class AggregateNode(Node):
         groups = list(self.groups.items())
         if not groups and self.implicit:
             groups = [((), _Group(self._live))]
-        sources = self._sources
+        plan = [(0 if source[0] == "state" else 1 if source[0] == "key" else 2, source[-1]) for source in self._sources]
         out = []
+        append = out.append
         for key, group in groups:
-            results = [state.result() for state in group.states]
-            out.append(tuple(results[source[1]] if source[0] == "state" else key[source[1]] if source[0] == "key"
-                             else f'"{group.weight}"^^{_XSD_INTEGER}' for source in sources))
+            states = group.states  # each state is the source of one value: its result is read once
+            append(tuple([states[at].result() if kind == 0 else key[at] if kind == 1
+                          else f'"{group.weight}"^^{_XSD_INTEGER}' for kind, at in plan]))
         return out

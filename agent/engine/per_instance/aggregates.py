@@ -143,6 +143,12 @@ class Avg(Sum):
             return None
         if self.n == 0:
             return '"0"^^<http://www.w3.org/2001/XMLSchema#integer>'
+        by_rank = self.by_rank
+        if not (by_rank[2] or by_rank[3]):  # no float or double: the decimal quotient _arith gives
+            try:
+                return value_term((self.decimal + self.exact if by_rank[1] else Decimal(self.exact)) / self.n)
+            except EVAL_FAILURES:
+                return None
         try:
             return value_term(_arith("/", self.total(), self.n))
         except EVAL_FAILURES:

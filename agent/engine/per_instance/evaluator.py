@@ -140,6 +140,8 @@ class InstanceEvaluator:
         self.instances_closed = 0
         self.instances_reported = 0
         self._next: int | None | bool = False  # the next instant to close; False: to work out again
+        # whether a report needs the last reported result (ISTREAM, DSTREAM, on-change)
+        self._keeps_previous = self.query.stream != "RSTREAM" or self.report == "on-change"
 
     # ------------------------------------------------------------------ input
     def _epsilon(self, schema: Iterable[Triple]) -> Optional[EpsilonNetwork]:
@@ -481,7 +483,10 @@ class InstanceEvaluator:
         if empty and self.report == "non-empty":
             return None
         rows = self._read_off()
-        current = Counter(rows)
+        if not self._keeps_previous:  # RSTREAM without on-change: the last result is never read
+            current = None
+        else:
+            current = Counter(rows)
         if self.report == "on-change" and self.previous is not None and current == self.previous:
             return None
         if self.report == "periodic":
