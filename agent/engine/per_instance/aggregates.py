@@ -102,6 +102,13 @@ class Sum(Aggregate):
         else:
             self.include(number, weight)
 
+    def add_decimal(self, number: Decimal, product: Decimal, weight: int) -> None:
+        """``add(number, weight)`` of a decimal ``number`` by value, given ``product``, its
+        product with ``weight`` (worked out once for the several groups a solution joins)."""
+        self.n += weight
+        self.by_rank[1] += weight
+        self.decimal += product
+
     def include(self, value, weight):
         number = value if self.by_value else None
         if value is not None and not self.by_value:

@@ -15,6 +15,7 @@ read per pair. ``compiler.Compiler.aggregate`` chooses it when the algebra allow
 """
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Callable, Optional, Sequence
 
 from .aggregate_node import AggregateNode, AggregateSpec, _Group
@@ -53,6 +54,9 @@ class JoinAggregateNode(AggregateNode):
         self.k_memory: dict = {}
         live = self._live
         self._n = len(live)
+        # one SUM or AVG by value: a decimal's product with a solution's weight is worked
+        # out once for all the groups it joins (Sum.add_decimal)
+        self._by_decimal = len(live) == 1 and live[0].by_value and live[0].function in ("Sum", "Avg")
         arguments = tuple(spec.argument for spec in live)
         if len(arguments) == 1:
             only = arguments[0]
@@ -85,6 +89,7 @@ class JoinAggregateNode(AggregateNode):
         key_of, values_of = self._a_key, self._values_of
         single = self._n == 1
         n = self._n
+        by_decimal = self._by_decimal
         for row, weight in delta:
             k = key_of(row)
             mine = a_memory.get(k)
@@ -97,7 +102,22 @@ class JoinAggregateNode(AggregateNode):
                     mine[row] = cell
             values = cell[1]
             bucket = k_memory.get(k)
-            if bucket:
+            if bucket and by_decimal and values.__class__ is Decimal:  # the loop below, the product once
+                product = values * weight
+                for k_cell in bucket.values():
+                    k_weight = k_cell[0]
+                    w = weight * k_weight
+                    group = k_cell[2]
+                    if not group.weight:
+                        group = groups.get(k_cell[1])
+                        if group is None:
+                            group = groups[k_cell[1]] = _Group(live)
+                        k_cell[2] = group
+                    group.states[0].add_decimal(values, product if k_weight == 1 else values * w, w)
+                    group.weight += w
+                    if not group.weight:
+                        del groups[k_cell[1]]
+            elif bucket:
                 for k_cell in bucket.values():
                     w = weight * k_cell[0]
                     group = k_cell[2]
