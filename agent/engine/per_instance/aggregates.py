@@ -94,20 +94,14 @@ class Sum(Aggregate):
 
     def _add_number(self, number, weight):
         """``include`` of a value given as a number (``by_value``), a decimal taken first:
-        prices, amounts and measurements mostly are."""
+        prices, amounts and measurements mostly are. The decimal branch is written out in
+        ``JoinAggregateNode.a_activation``: a change to it goes there too."""
         if type(number) is Decimal:
             self.n += weight
             self.by_rank[1] += weight
             self.decimal += number * weight
         else:
             self.include(number, weight)
-
-    def add_decimal(self, number: Decimal, product: Decimal, weight: int) -> None:
-        """``add(number, weight)`` of a decimal ``number`` by value, given ``product``, its
-        product with ``weight`` (worked out once for the several groups a solution joins)."""
-        self.n += weight
-        self.by_rank[1] += weight
-        self.decimal += product
 
     def include(self, value, weight):
         number = value if self.by_value else None

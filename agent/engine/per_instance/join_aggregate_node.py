@@ -55,7 +55,8 @@ class JoinAggregateNode(AggregateNode):
         live = self._live
         self._n = len(live)
         # one SUM or AVG by value: a decimal's product with a solution's weight is worked
-        # out once for all the groups it joins (Sum.add_decimal)
+        # out once for all the groups it joins, and added as Sum._add_number adds a decimal
+        # (a hand copy in a_activation's loop: a change to that branch goes there too)
         self._by_decimal = len(live) == 1 and live[0].by_value and live[0].function in ("Sum", "Avg")
         arguments = tuple(spec.argument for spec in live)
         if len(arguments) == 1:
@@ -113,7 +114,10 @@ class JoinAggregateNode(AggregateNode):
                         if group is None:
                             group = groups[k_cell[1]] = _Group(live)
                         k_cell[2] = group
-                    group.states[0].add_decimal(values, product if k_weight == 1 else values * w, w)
+                    state = group.states[0]  # Sum._add_number's decimal branch, written out
+                    state.n += w
+                    state.by_rank[1] += w
+                    state.decimal += product if k_weight == 1 else values * w
                     group.weight += w
                     if not group.weight:
                         del groups[k_cell[1]]
