@@ -137,8 +137,9 @@ def browser() -> Iterator[object]:
         chromium.close()
 
 
-@pytest.fixture
-def page(browser, pipeline):
+@pytest.fixture(scope="module")
+def logged_in(browser, pipeline):
+    """One browser context for the module, logged in as alice once (sessions outlive a dashboard restart)."""
     ctx = browser.new_context(base_url=pipeline.url, viewport={"width": 1280, "height": 900})
     page = ctx.new_page()
     page.goto("/login")
@@ -146,8 +147,17 @@ def page(browser, pipeline):
     page.fill("input[name=password]", PASSWORDS["alice"])
     page.click("button[type=submit]")
     page.wait_for_url(re.compile(r"/$"))
-    yield page
+    page.close()
+    yield ctx
     ctx.close()
+
+
+@pytest.fixture
+def page(logged_in):
+    """A page of its own for each test, in the logged-in context."""
+    page = logged_in.new_page()
+    yield page
+    page.close()
 
 
 def reload_until(page, check, timeout: float, what: str) -> None:
@@ -283,7 +293,8 @@ def test_pushing_from_the_form_is_applied_by_the_agent_and_a_broken_pattern_show
     page.goto("/config")
     editor = page.locator("form.push-editor")
     assert editor.locator("textarea").input_value().strip() == FIRST.strip()     # the applied document
-    second = FIRST.replace("ex:s1 ex:locatedIn ex:room1 .", "ex:s1 ex:locatedIn ex:room1 . ex:s2 ex:locatedIn ex:room2 .")
+    second = FIRST.replace("ex:s1 ex:locatedIn ex:room1 .",
+                           "ex:s1 ex:locatedIn ex:room1 . ex:s2 ex:locatedIn ex:room2 .")
     editor.locator("textarea").fill(second)
     editor.locator("input[name=gateway][value=gw1]").check()
     editor.locator("button[type=submit]").click()
