@@ -49,6 +49,8 @@ QUERIES = {
     "key on the join variable": ("?p (SUM(?v) AS ?s) (COUNT(*) AS ?n)", OFFERS, "GROUP BY ?p", True),
     "arguments from the right": ("?o (COUNT(?t) AS ?n) (GROUP_CONCAT(STR(?t)) AS ?g)",
                                  "?p a ?t . ?o :product ?p", "GROUP BY ?o", True),
+    "keys from the left side": ("?t (SUM(?v) AS ?s) (AVG(xsd:decimal(STR(?v))) AS ?a) (COUNT(*) AS ?n)",
+                                "{ ?p a ?t } { ?o :product ?p ; :price ?v }", "GROUP BY ?t", True),
     "keys from both sides": ("?t ?o (SUM(?v) AS ?s)", OFFERS, "GROUP BY ?t ?o", False),
     "an argument from both sides": ("?t (GROUP_CONCAT(CONCAT(STR(?v), STR(?t))) AS ?g)", OFFERS, "GROUP BY ?t", False),
     "count distinct star": ("?t (COUNT(DISTINCT *) AS ?n)", OFFERS, "GROUP BY ?t", False),
@@ -126,6 +128,8 @@ def test_explain_names_the_node_and_its_join() -> None:
     lines = InstanceEvaluator(_query("avg of a cast"), SCHEMA).network.describe()
     assert lines[0].strip().startswith("aggregate over a join, GROUP BY 1 key(s)")
     assert "join on ?p, arguments from the left side" in lines[0]
+    lines = InstanceEvaluator(_query("keys from the left side"), SCHEMA).network.describe()
+    assert "join on ?p, arguments from the right side" in lines[0]
 
 
 # ------------------------------------------------------------------ the arguments' fast paths

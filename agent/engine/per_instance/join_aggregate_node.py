@@ -74,9 +74,15 @@ class JoinAggregateNode(AggregateNode):
         else:
             keys_ = self.keys
             self._group_key = lambda row: tuple(k(row) for k in keys_)
-        a_side.connect(self.a_activation)
-        k_side.connect(self.k_activation)
-        self.inputs = (a_side, k_side) if a_is_left else (k_side, a_side)
+        # the Rete's two activations: the join's left input and its right input
+        if a_is_left:
+            self.left_activation, self.right_activation = self.a_activation, self.k_activation
+            self.inputs = (a_side, k_side)
+        else:
+            self.left_activation, self.right_activation = self.k_activation, self.a_activation
+            self.inputs = (k_side, a_side)
+        self.inputs[0].connect(self.left_activation)
+        self.inputs[1].connect(self.right_activation)
 
     def label(self) -> str:
         side = "left" if self._a_is_left else "right"
@@ -148,7 +154,9 @@ class JoinAggregateNode(AggregateNode):
 
     def k_activation(self, delta: Delta) -> None:
         """K's solutions entering or leaving: each pairs with the A solutions of its join
-        key, all in its one group."""
+        key, all in its one group. The mirror of ``a_activation`` (a memory cell per
+        solution, a group looked up again once it has emptied): a change to one goes to the
+        other."""
         groups, live, a_memory, k_memory = self.groups, self._live, self.a_memory, self.k_memory
         key_of, group_key_of = self._k_key, self._group_key
         n = self._n
@@ -188,9 +196,3 @@ class JoinAggregateNode(AggregateNode):
                 del mine[row]
                 if not mine:
                     del k_memory[k]
-
-    def left_activation(self, delta: Delta) -> None:
-        (self.a_activation if self._a_is_left else self.k_activation)(delta)
-
-    def right_activation(self, delta: Delta) -> None:
-        (self.k_activation if self._a_is_left else self.a_activation)(delta)
