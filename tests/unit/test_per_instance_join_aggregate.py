@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from edgewave.agent import match_cli
 from edgewave.agent.engine import filters
 from edgewave.agent.engine.per_instance import InstanceEvaluator
 from edgewave.agent.engine.per_instance import compiler as compiler_module
@@ -179,3 +180,27 @@ def test_avg_is_the_quotient_arith_gives(changes: list) -> None:
     except filters.EVAL_FAILURES:
         expected = None
     assert avg.result() == expected
+
+
+@pytest.mark.parametrize("name", ["avg of a cast", "keys from the left side", "every aggregate"])
+def test_edgewave_match_prints_what_the_plain_path_prints(name: str, tmp_path, capsys,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through ``edgewave match``: a recorded file (read with ``only_time``, pushed with
+    ``push_many``), the node chosen, against the same run with the compiler never choosing it."""
+    query_file, schema_file, stream_file = tmp_path / "q.rq", tmp_path / "schema.nt", tmp_path / "s.tsv"
+    query_file.write_text(_query(name))
+    schema_file.write_text("".join(f"{s} {p} {o} .\n" for s, p, o in SCHEMA))
+    items = _stream(random.Random(7), 150)
+    noise = [(ts, (s, f"<{EX}vendor>", f"<{EX}v1>")) for ts, (s, p, o) in items if p == f"<{EX}product>"]
+    lines = sorted(items + noise, key=lambda item: item[0])
+    stream_file.write_text("".join(f"{ts}\t{s} {p} {o} .\n" for ts, (s, p, o) in lines))
+    args = ["match", "--schema", str(schema_file), "--query", str(query_file), "--stream", str(stream_file)]
+    outputs = []
+    for fused in (True, False):
+        with monkeypatch.context() as patch:
+            if not fused:
+                patch.setattr(compiler_module.Compiler, "join_aggregate", lambda self, *a, **k: None)
+            assert match_cli.main(args) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1]
+    assert outputs[0].count("\n") > 3
