@@ -137,6 +137,27 @@ class WindowContent:
             if triple is not None:
                 leave(triple, changes)
         pending, late_pending = self.pending, self.late_pending
+        if not late_pending:  # the loop below without late arrivals, the entry moved as it is
+            latest = content[-1][0] if content else None
+            while pending and pending[0][0] < end:
+                entry = pending.popleft()
+                ts, triple = entry
+                if ts < start:
+                    continue
+                if latest is None or ts >= latest:
+                    content.append(entry)
+                    latest = ts
+                else:
+                    heapq.heappush(late_content, (ts, next(self._sequence), triple))
+                if triple is None:
+                    continue
+                if triple.__class__ is list:
+                    self._enter_bundle(triple, changes)
+                    continue
+                before = copies.get(triple, 0)
+                copies[triple] = before + 1
+                if not before:
+                    changes.append((triple, 1))
         while True:
             if late_pending and (not pending or late_pending[0][0] < pending[0][0]):
                 if late_pending[0][0] >= end:
