@@ -29,7 +29,7 @@ def test_kills_between_and_mid_batch_and_after_commit_count_everything_once(tmp_
     (tmp_path / "other").mkdir()
     files = fill_landing_zone(tmp_path / "landing" / "events", workload.sequence)
     assert files >= 25
-    config = write_config(tmp_path, spark={"max_files_per_trigger": 5, "trigger_seconds": 1})
+    config = write_config(tmp_path, spark={"max_files_per_trigger": 4, "trigger_seconds": 1})
     checkpoint, db = tmp_path / "checkpoint", tmp_path / "cloud.db"
     spark_args = ["spark", "--config", str(config)]
 
