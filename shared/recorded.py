@@ -127,12 +127,21 @@ def _read(lines: Iterable[str | bytes], errors: list[NTriplesError] | None) -> I
 
 
 ONLY_TIME_MEMO = 4096  # predicate tokens whose answer ``_read_times`` remembers (then forgets them all)
+TAIL_MEMO = 16384  # line tails ``_read_times`` remembers (then forgets them all)
+TAIL_MAX = 512  # a longer tail is read every time, not remembered
+_objects_seen = object_cache()
+_UNSEEN = object()
 
 
 def _read_times(lines: Iterable[str | bytes], errors: list[NTriplesError] | None,
                 only_time: Callable[[str], bool]) -> Iterator[tuple[int, Triple | int]]:
     """``_read``'s loop, with the lines ``only_time`` takes read as runs (``read_recorded``).
-    A hand copy for the hot path: a change to how ``_read`` reads a line goes here too."""
+    A hand copy for the hot path: a change to how ``_read`` reads a line goes here too.
+
+    A line is cut once, at its first space, into its head ``<ms>\\t<s>`` and its tail
+    ``<p> <o> .``: a stream repeats its tails (a predicate with the few values it takes),
+    so what a tail reads as is remembered (``_tail``), and a line whose head and tail were
+    both seen before costs two dictionary lookups and no term check."""
     lines = iter(lines)
     for first in lines:
         break
@@ -142,9 +151,9 @@ def _read_times(lines: Iterable[str | bytes], errors: list[NTriplesError] | None
     if isinstance(first, bytes):  # decoded line by line: the strict path, runs not worth it
         yield from _read(lines, errors)
         return
-    subject, tail, checked = fast_subject, fast_tail, _checked
-    predicate, obj, objects = fast_predicate, fast_object, object_cache()
+    subject, checked = fast_subject, _checked
     memo: dict[str, bool] = {}  # predicate token -> whether only its time is needed
+    tails: dict[str, tuple[bool, str, str] | None] = {}  # tail as read -> _tail's answer
     last = -1
     last_head = None
     last_ts = 0
@@ -152,43 +161,34 @@ def _read_times(lines: Iterable[str | bytes], errors: list[NTriplesError] | None
     run_ts = run_n = 0  # the run of time-only lines not yet yielded
     for line_no, line in enumerate(lines, 1):
         if line.isascii():
-            parts = line.split(" ", 3)
-            if len(parts) == 4:
-                head, p, o, dot = parts
-                if head != last_head:
-                    ts_text, tab, s = head.partition("\t")
-                    if tab and ts_text.isdigit() and len(ts_text) <= 18:
-                        s = subject(s)
-                        if s:
-                            last_head, last_ts, last_s = head, int(ts_text), s
-                if head == last_head and last_ts >= last:
-                    quiet = memo.get(p)
-                    if quiet is None:
-                        canonical = predicate(p)
-                        quiet = bool(canonical) and only_time(canonical)
-                        if len(memo) >= ONLY_TIME_MEMO:
-                            memo.clear()
-                        memo[p] = quiet
-                    if quiet and (dot == ".\n" or dot == "."):
-                        o = objects.get(o) or obj(o)  # fast_object, its cache hit written out
-                        if o and o != last_s:
-                            last = last_ts
-                            if run_n and run_ts == last_ts:
-                                run_n += 1
-                            else:
-                                if run_n:
-                                    yield run_ts, run_n
-                                run_ts, run_n = last_ts, 1
-                            continue
-                        o = parts[2]
-                    po = tail(p, o, dot)
-                    if po:
-                        if run_n:
-                            yield run_ts, run_n
-                            run_n = 0
-                        last = last_ts
-                        yield last, (last_s, po[0], po[1])
+            head, _, rest = line.partition(" ")
+            if head != last_head:
+                ts_text, tab, s = head.partition("\t")
+                # 18 digits always fit in 64 bits; parse_recorded_line refuses what does not
+                if tab and ts_text.isdigit() and len(ts_text) <= 18:
+                    s = subject(s)
+                    if s:
+                        last_head, last_ts, last_s = head, int(ts_text), s
+            if head == last_head and last_ts >= last:
+                known = tails.get(rest, _UNSEEN)
+                if known is _UNSEEN:
+                    known = _tail(rest, tails, memo, only_time)
+                if known is not None:
+                    quiet, p, o = known
+                    last = last_ts
+                    if quiet and o != last_s:
+                        if run_n and run_ts == last_ts:
+                            run_n += 1
+                        else:
+                            if run_n:
+                                yield run_ts, run_n
+                            run_ts, run_n = last_ts, 1
                         continue
+                    if run_n:
+                        yield run_ts, run_n
+                        run_n = 0
+                    yield last, (last_s, p, o)
+                    continue
         if run_n:
             yield run_ts, run_n
             run_n = 0
@@ -202,6 +202,46 @@ def _read_times(lines: Iterable[str | bytes], errors: list[NTriplesError] | None
                 yield item
     if run_n:
         yield run_ts, run_n
+
+
+def _tail(rest: str, tails: dict, memo: dict[str, bool],
+          only_time: Callable[[str], bool]) -> tuple[bool, str, str] | None:
+    """What ``_read_times`` makes of a line's tail ``<p> <o> .`` (after its head and a
+    space): ``(whether only its time is needed, predicate, object)``, both canonical, or
+    None when the fast path does not take it (the line's checks then decide). Only the
+    time is needed when ``only_time`` says so of the predicate and the tail is one the
+    fast path reads without rejoining (``.`` right after the object); the subject is
+    the caller's to compare with the object.
+
+    The answer is remembered in ``tails`` when the object was seen before: a tail whose
+    object is new (a price, a web page of its own) rarely comes again, and would only
+    push out the tails that do."""
+    parts = rest.split(" ", 2)
+    if len(parts) != 3:
+        return None
+    p, o, dot = parts
+    seen = o in _objects_seen  # before the checks below learn it
+    quiet = memo.get(p)
+    if quiet is None:
+        canonical = fast_predicate(p)
+        quiet = bool(canonical) and only_time(canonical)
+        if len(memo) >= ONLY_TIME_MEMO:
+            memo.clear()
+        memo[p] = quiet
+    known = None
+    if quiet and (dot == ".\n" or dot == "."):
+        term = fast_object(o)
+        if term:
+            known = True, fast_predicate(p), term
+    if known is None:
+        po = fast_tail(p, o, dot)
+        if po:
+            known = False, po[0], po[1]
+    if seen and len(rest) <= TAIL_MAX:
+        if len(tails) >= TAIL_MEMO:
+            tails.clear()
+        tails[rest] = known
+    return known
 
 
 def _checked(line: str | bytes, line_no: int, last: int,

@@ -316,3 +316,20 @@ def test_only_time_gives_what_the_plain_reader_gives(rows) -> None:
     assert _timed(list(read_recorded(lines, errors, ONLY_Q)), ONLY_Q) == \
         _timed(list(read_recorded(lines, plain)), ONLY_Q)
     assert [(e.line, e.column, e.reason) for e in errors] == [(e.line, e.column, e.reason) for e in plain]
+
+
+def test_only_time_remembers_tails_and_forgets_them_with_the_same_items(monkeypatch) -> None:
+    """A tail read before (its object seen before) is taken from memory, with the subject
+    still compared with the object; a full memory is emptied and read again."""
+    import edgewave.shared.recorded as recorded
+    monkeypatch.setattr(recorded, "TAIL_MEMO", 2)
+    tails = ["<http://ex.org/q> <http://ex.org/x> .", "<http://ex.org/p> <http://ex.org/x> .",
+             "<http://ex.org/q> \"v\" .", "<http://ex.org/q> <http://ex.org/s> .", "<http://ex.org/q> <x> .",
+             "<http://ex.org/q> \"a b\" ."]
+    lines = [f"{ts}\t<http://ex.org/{s}> {tail}\n" for ts in range(3) for s in ("s", "x") for tail in tails * 2]
+    errors: list[NTriplesError] = []
+    plain: list[NTriplesError] = []
+    items = list(read_recorded(lines, errors, ONLY_Q))
+    assert _timed(items, ONLY_Q) == _timed(list(read_recorded(lines, plain)), ONLY_Q)
+    assert [(e.line, e.column, e.reason) for e in errors] == [(e.line, e.column, e.reason) for e in plain]
+    assert len(errors) == 12 and (0, ("<http://ex.org/x>", "<http://ex.org/q>", "<http://ex.org/x>")) in items
