@@ -159,7 +159,8 @@ def _read_times(lines: Iterable[str | bytes], errors: list[NTriplesError] | None
     last_ts = 0
     last_s = ""
     run_ts = run_n = 0  # the run of time-only lines not yet yielded
-    for line_no, line in enumerate(lines, 1):
+    done = 0  # lines read and not in that run: numbered here, not per line
+    for line in lines:
         if line.isascii():
             head, _, rest = line.partition(" ")
             if head != last_head:
@@ -182,17 +183,22 @@ def _read_times(lines: Iterable[str | bytes], errors: list[NTriplesError] | None
                         else:
                             if run_n:
                                 yield run_ts, run_n
+                                done += run_n
                             run_ts, run_n = last_ts, 1
                         continue
                     if run_n:
                         yield run_ts, run_n
+                        done += run_n
                         run_n = 0
+                    done += 1
                     yield last, (last_s, p, o)
                     continue
         if run_n:
             yield run_ts, run_n
+            done += run_n
             run_n = 0
-        item = checked(line, line_no, last, errors)
+        done += 1
+        item = checked(line, done, last, errors)
         if item is not None:
             last = item[0]
             triple = item[1]
