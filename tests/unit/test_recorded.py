@@ -333,3 +333,16 @@ def test_only_time_remembers_tails_and_forgets_them_with_the_same_items(monkeypa
     assert _timed(items, ONLY_Q) == _timed(list(read_recorded(lines, plain)), ONLY_Q)
     assert [(e.line, e.column, e.reason) for e in errors] == [(e.line, e.column, e.reason) for e in plain]
     assert len(errors) == 12 and (0, ("<http://ex.org/x>", "<http://ex.org/q>", "<http://ex.org/x>")) in items
+
+
+def test_only_time_reads_a_text_file_as_its_lines() -> None:
+    lines = [f"{ts}\t<http://ex.org/{s}> <http://ex.org/{p}> {o} .\n" for ts in range(3) for s in ("s", "x")
+             for p in ("p", "q") for o in ("<http://ex.org/x>", '"v"', "<x>")]
+    lines.append("3\t<http://ex.org/s> <http://ex.org/q> \"v\" .")  # the last line without its newline
+    from_file: list[NTriplesError] = []
+    from_list: list[NTriplesError] = []
+    assert list(read_recorded(io.StringIO("".join(lines)), from_file, ONLY_Q)) == \
+        list(read_recorded(lines, from_list, ONLY_Q))
+    assert [(e.line, e.column, e.reason) for e in from_file] == [(e.line, e.column, e.reason) for e in from_list]
+    assert len(from_file) == 12
+    assert list(read_recorded(io.StringIO(""), [], ONLY_Q)) == []
