@@ -155,7 +155,7 @@ def _read_times(lines: Iterable[str | bytes], errors: list[NTriplesError] | None
         if isinstance(first, bytes):  # decoded line by line: the strict path, runs not worth it
             yield from _read(lines, errors)
             return
-    subject, checked = fast_subject, _checked
+    subject, checked, unseen = fast_subject, _checked, _UNSEEN
     memo: dict[str, bool] = {}  # predicate token -> whether only its time is needed
     tails: dict[str, tuple[bool, str, str] | None] = {}  # tail as read -> _tail's answer
     last = -1
@@ -168,15 +168,16 @@ def _read_times(lines: Iterable[str | bytes], errors: list[NTriplesError] | None
         if line.isascii():
             head, _, rest = line.partition(" ")
             if head != last_head:
+                last_head = None  # until this head reads (then compared once a line, not twice)
                 ts_text, tab, s = head.partition("\t")
                 # 18 digits always fit in 64 bits; parse_recorded_line refuses what does not
                 if tab and ts_text.isdigit() and len(ts_text) <= 18:
                     s = subject(s)
                     if s:
                         last_head, last_ts, last_s = head, int(ts_text), s
-            if head == last_head and last_ts >= last:
-                known = tails.get(rest, _UNSEEN)
-                if known is _UNSEEN:
+            if last_head is not None and last_ts >= last:
+                known = tails.get(rest, unseen)
+                if known is unseen:
                     known = _tail(rest, tails, memo, only_time)
                 if known is not None:
                     quiet, p, o = known
