@@ -69,13 +69,16 @@ def read_recorded(
     ``only_time``: for a consumer that needs only the timestamps of the triples of some
     predicates (a per-instance query's window keeps just a timestamp for a triple no
     pattern reads), says of a predicate (canonical) whether that is all it needs of its
-    triples whose subject and object differ. Consecutive such lines of one timestamp
-    then come as one item ``(timestamp_ms, n)``, ``n`` the number of lines (an int where
-    a triple would be), after the same checks as every line: terms read without building
-    the triple, and one item for the run instead of one per line. A line the loop's
-    shortcut does not take (a literal with spaces, CRLF, an escape, bytes) still comes as
-    its triple, so the consumer takes both forms. ``_read_times`` is the loop below with
-    that added (``tests/unit/test_recorded.py`` holds the two to the same items and errors).
+    triples whose subject and object differ. Such lines of one timestamp then come as one
+    item ``(timestamp_ms, n)``, ``n`` the number of lines (an int where a triple would be),
+    after the same checks as every line: terms read without building the triple, and one
+    item for the run instead of one per line. The run's item comes when time moves on or
+    a line the shortcut does not take arrives, so after the triples of its timestamp read
+    meanwhile: the consumer needs only its time, which those triples already hold. A line
+    the loop's shortcut does not take (a literal with spaces, CRLF, an escape, bytes) still
+    comes as its triple, so the consumer takes both forms. ``_read_times`` is that loop
+    (``tests/unit/test_recorded.py`` holds it to the same triples, in the same order, the
+    same number of lines timed per timestamp, and the same errors as this one).
     """
     if only_time is not None:
         return _read_times(lines, errors, only_time)
@@ -191,7 +194,7 @@ def _read_times(lines: Iterable[str | bytes], errors: list[NTriplesError] | None
                                 done += run_n
                             run_ts, run_n = last_ts, 1
                         continue
-                    if run_n:
+                    if run_n and run_ts != last_ts:
                         yield run_ts, run_n
                         done += run_n
                         run_n = 0

@@ -251,15 +251,18 @@ def test_parse_recorded_line_keeps_the_statement_as_written() -> None:
 
 
 def _timed(items: list, only_time) -> list:
-    """Items with each time-only triple (and each run of them) as ("time", ts) per line."""
+    """Per timestamp, in order: the triples read, in order, and how many lines only timed
+    (a run of them may come after triples of its timestamp read after its first line)."""
     out: list = []
     for ts, triple in items:
+        if not out or out[-1][0] != ts:
+            out.append((ts, [], [0]))
         if isinstance(triple, int):
-            out += [("time", ts)] * triple
+            out[-1][2][0] += triple
         elif triple[0] != triple[2] and only_time(triple[1]):
-            out.append(("time", ts))
+            out[-1][2][0] += 1
         else:
-            out.append((ts, triple))
+            out[-1][1].append(triple)
     return out
 
 
@@ -288,9 +291,9 @@ def test_only_time_reads_runs_of_the_lines_it_names_with_the_same_checks() -> No
     assert items == [
         (5, ("<http://ex.org/o1>", "<http://ex.org/p>", "<http://ex.org/x>")),
         (5, 3),
-        (6, 1),
-        (6, ("<http://ex.org/o2>", "<http://ex.org/q>", "<http://ex.org/o2>")),
+        (6, ("<http://ex.org/o2>", "<http://ex.org/q>", "<http://ex.org/o2>")),  # before the run of its time
         (6, ("<http://ex.org/o2>", "<http://ex.org/q>", '"a b"')),
+        (6, 1),  # ended by the bad line
         (7, ("<http://ex.org/o2>", "<http://ex.org/q>", "<http://ex.org/x>")),
         (7, 1),
         (8, 1),

@@ -273,7 +273,8 @@ class InstanceEvaluator:
         """``push`` over ``(ts, triple)`` items in order; each instance closed is handed to
         ``report`` as it closes (one can hold thousands of rows: none is kept here). An item
         ``(ts, n)``, ``n`` an int, stands for n triples of which only the time matters
-        (``only_time``). Returns how many triples were pushed."""
+        (``only_time``), and may come after triples of its time that arrived after them:
+        those hold the time already. Returns how many triples were pushed."""
         windows = self.windows
         names = windows if stream is None else self.readers.get(stream, self.readers.get(None, ()))
         targets = [(windows[name], self._accepts[name]) for name in names]
