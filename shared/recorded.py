@@ -168,39 +168,39 @@ def _read_times(lines: Iterable[str | bytes], errors: list[NTriplesError] | None
     run_ts = run_n = 0  # the run of time-only lines not yet yielded
     done = 0  # lines read and not in that run: numbered here, not per line
     for line in lines:
-        if line.isascii():
-            head, _, rest = line.partition(" ")
-            if head != last_head:
-                last_head = None  # until this head reads (then compared once a line, not twice)
-                ts_text, tab, s = head.partition("\t")
-                # 18 digits always fit in 64 bits; parse_recorded_line refuses what does not
-                if tab and ts_text.isdigit() and len(ts_text) <= 18:
-                    s = subject(s)
-                    if s:
-                        last_head, last_ts, last_s = head, int(ts_text), s
-            if last_head is not None and last_ts >= last:
-                known = tails.get(rest, unseen)
-                if known is unseen:
-                    known = _tail(rest, tails, memo, only_time)
-                if known is not None:
-                    quiet, p, o = known
-                    last = last_ts
-                    if quiet and o != last_s:
-                        if run_n and run_ts == last_ts:
-                            run_n += 1
-                        else:
-                            if run_n:
-                                yield run_ts, run_n
-                                done += run_n
-                            run_ts, run_n = last_ts, 1
-                        continue
-                    if run_n and run_ts != last_ts:
-                        yield run_ts, run_n
-                        done += run_n
-                        run_n = 0
-                    done += 1
-                    yield last, (last_s, p, o)
+        head, _, rest = line.partition(" ")
+        if head != last_head:
+            last_head = None  # until this head reads (then compared once a line, not twice)
+            # ASCII: the head here, the tail in _tail, both only when not seen before
+            ts_text, tab, s = head.partition("\t")
+            # 18 digits always fit in 64 bits; parse_recorded_line refuses what does not
+            if tab and head.isascii() and ts_text.isdigit() and len(ts_text) <= 18:
+                s = subject(s)
+                if s:
+                    last_head, last_ts, last_s = head, int(ts_text), s
+        if last_head is not None and last_ts >= last:
+            known = tails.get(rest, unseen)
+            if known is unseen:
+                known = _tail(rest, tails, memo, only_time)
+            if known is not None:
+                quiet, p, o = known
+                last = last_ts
+                if quiet and o != last_s:
+                    if run_n and run_ts == last_ts:
+                        run_n += 1
+                    else:
+                        if run_n:
+                            yield run_ts, run_n
+                            done += run_n
+                        run_ts, run_n = last_ts, 1
                     continue
+                if run_n and run_ts != last_ts:
+                    yield run_ts, run_n
+                    done += run_n
+                    run_n = 0
+                done += 1
+                yield last, (last_s, p, o)
+                continue
         if run_n:
             yield run_ts, run_n
             done += run_n
@@ -230,6 +230,8 @@ def _tail(rest: str, tails: dict, memo: dict[str, bool],
     The answer is remembered in ``tails`` when the object was seen before: a tail whose
     object is new (a price, a web page of its own) rarely comes again, and would only
     push out the tails that do."""
+    if not rest.isascii():
+        return None
     parts = rest.split(" ", 2)
     if len(parts) != 3:
         return None

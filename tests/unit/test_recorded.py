@@ -349,3 +349,22 @@ def test_only_time_reads_a_text_file_as_its_lines() -> None:
     assert [(e.line, e.column, e.reason) for e in from_file] == [(e.line, e.column, e.reason) for e in from_list]
     assert len(from_file) == 12
     assert list(read_recorded(io.StringIO(""), [], ONLY_Q)) == []
+
+
+def test_only_time_reads_a_line_not_in_ascii_as_the_plain_reader_does() -> None:
+    """ASCII is checked of a head and a tail when first seen: a line with a known head and
+    a new tail not in ASCII, or a new head not in ASCII, still goes to the line's checks."""
+    lines = ["5\t<http://ex.org/s> <http://ex.org/q> <http://ex.org/x> .\n",
+             "5\t<http://ex.org/s> <http://ex.org/q> <http://ex.org/\u00e9> .\n",
+             "5\t<http://ex.org/s> <http://ex.org/q> \"\udcff\" .\n",
+             "5\t<http://ex.org/s> <http://ex.org/p> \"\u00e9\" .\n",
+             "\u0666\t<http://ex.org/s> <http://ex.org/q> <http://ex.org/x> .\n",  # an Arabic-Indic digit
+             "6\t<http://ex.org/\u00e9> <http://ex.org/q> <http://ex.org/x> .\n",
+             "6\t<http://ex.org/\u00e9> <http://ex.org/q> <http://ex.org/x> .\n"]
+    errors: list[NTriplesError] = []
+    plain: list[NTriplesError] = []
+    items = list(read_recorded(lines, errors, ONLY_Q))
+    assert _timed(items, ONLY_Q) == _timed(list(read_recorded(lines, plain)), ONLY_Q)
+    assert [(e.line, e.column, e.reason) for e in errors] == [(e.line, e.column, e.reason) for e in plain]
+    assert [e.line for e in errors] == [3, 5]
+    assert (5, ("<http://ex.org/s>", "<http://ex.org/p>", '"\u00e9"')) in items
