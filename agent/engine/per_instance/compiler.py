@@ -27,6 +27,7 @@ from .negative_node import EXISTS, MINUS, NOT_EXISTS, NegativeNode
 from .optional_node import OptionalNode
 from .pattern_node import PatternNode
 from .solutions import Node, Row
+from .star_node import StarNode
 from .union_node import UnionNode
 
 _MODIFIERS = ("Slice", "Project", "Distinct", "Reduced", "OrderBy")
@@ -241,8 +242,9 @@ class Compiler:
             nodes.remove(pick)
             ordered.append(pick)
             bound |= set(pick.variables)
-        result: Node = ordered[0]
-        for node in ordered[1:]:
+        star = _star_run(ordered)
+        result: Node = StarNode(ordered[:star[0]], star[1]) if star else ordered[0]
+        for node in ordered[star[0] if star else 1:]:
             result = JoinNode(result, node)
         return result
 
@@ -291,6 +293,25 @@ class Compiler:
 
     def _forget(self, node: Node) -> None:
         self.network.constants.remove(node)
+
+
+def _star_run(ordered: list[PatternNode]) -> Optional[tuple[int, str]]:
+    """How many of the first patterns form a star (``star_node``), and on which variable:
+    three or more, each sharing with those before it exactly one variable, the same for
+    all (each pattern binds all its variables, so that is the join node's key); None when
+    fewer. Two make one join node, whose one memory a star would not save."""
+    if len(ordered) < 3:
+        return None
+    shared = set(ordered[0].variables) & set(ordered[1].variables)
+    if len(shared) != 1:
+        return None
+    variable = next(iter(shared))
+    bound = set(ordered[0].variables) | set(ordered[1].variables)
+    n = 2
+    while n < len(ordered) and set(ordered[n].variables) & bound == {variable}:
+        bound |= set(ordered[n].variables)
+        n += 1
+    return (n, variable) if n >= 3 else None
 
 
 def _compiled_keys(trees: list, slots: dict[str, int], layout: dict[str, int]) -> list:
