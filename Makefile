@@ -34,20 +34,30 @@ $(VENV)/.interpreter: FORCE
 
 FORCE:
 
-# The suite in three parts: everything else on TEST_WORKERS pytest-xdist workers (a file's
-# tests stay on one worker; the longest files first, in tests/conftest.py's order); then
-# the tests marked realtime (timed against a scenario's pace: they need a quiet machine,
-# not one to themselves) on REALTIME_WORKERS; then the tests marked serial one at a time.
+# The suite in three parts. First, two pytest runs at once: the tests marked paced (they
+# spend their time waiting on real time: a recording at its pace, reconnects, timeouts) on
+# PACED_WORKERS workers, in the background, their output shown when both end; everything
+# else (the CPU-bound tests) on TEST_WORKERS workers. A file's tests stay on one worker,
+# the longest files first (tests/conftest.py's order). Then the tests marked realtime (timed
+# against a scenario's pace: they need a quiet machine, not one to themselves) on
+# REALTIME_WORKERS; then the tests marked serial, one at a time.
 # MARK narrows each part, e.g. make test MARK='not slow'.
 TEST_WORKERS ?= 4
+PACED_WORKERS ?= 3
 REALTIME_WORKERS ?= 3
 MARK ?= 
 marks = -m "$(if $(strip $(MARK)),($(MARK)) and )$(1)"
-# A later part that MARK leaves empty (pytest's exit code 5) is not a failure.
-part = { $(PY) -m pytest -q -p no:cacheprovider $(1) $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]; }
+pytest = $(PY) -m pytest -q -p no:cacheprovider
+# A part that MARK leaves empty (pytest's exit code 5) is not a failure.
+part = { $(pytest) $(1) $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]; }
+parallel = --dist loadfile --no-loadscope-reorder
 test: setup
-	@$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
-	   $(call marks,not serial and not realtime) $(PYTEST_ARGS) \
+	@log=$$(mktemp); \
+	 $(call part,-n $(PACED_WORKERS) $(parallel) $(call marks,paced and not serial and not realtime)) \
+	   > $$log 2>&1 & paced=$$!; \
+	 $(pytest) -n $(TEST_WORKERS) $(parallel) $(call marks,not paced and not serial and not realtime) $(PYTEST_ARGS); \
+	 main=$$?; wait $$paced; paced=$$?; echo; cat $$log; rm -f $$log; \
+	 [ $$main -eq 0 ] && [ $$paced -eq 0 ] \
 	 && $(call part,-n $(REALTIME_WORKERS) --dist load $(call marks,realtime)) \
 	 && $(call part,$(call marks,serial))
 

@@ -37,6 +37,8 @@ from fault_rig import CONFIG, FIRES_S, Sensors, record_demo
 
 from edgewave.agent.config import OutboxSettings
 
+pytestmark = pytest.mark.paced
+
 REPO = Path(__file__).resolve().parents[2]
 SEED = 20261125
 KILLS = 10

@@ -17,6 +17,8 @@ import pytest
 import yaml
 from agent_harness import GATEWAY, KEY, AgentProcess, CloudWatcher, wait_for
 
+pytestmark = pytest.mark.paced
+
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 

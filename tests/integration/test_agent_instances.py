@@ -23,6 +23,8 @@ from agent_harness import AVERAGE, FIRE, AgentProcess, CloudWatcher, Publisher, 
 
 from edgewave.shared.events import rows_dicts
 
+pytestmark = pytest.mark.paced
+
 EX = "http://example.org/"
 READINGS = 90
 EVERY_S = 0.1

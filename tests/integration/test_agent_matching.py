@@ -10,6 +10,8 @@ from agent_harness import (EX, GATEWAY, AgentProcess, CloudWatcher, Publisher, c
 
 from edgewave.shared.events import decode_event
 
+pytestmark = pytest.mark.paced
+
 
 @pytest.fixture
 def rig(tmp_path, mqtt_broker, mqtt_broker2):

@@ -9,6 +9,8 @@ import pytest
 from agent_harness import (ALARM, AgentProcess, CloudWatcher, Publisher, alarm, config_document, dedup, levels,
                            push_config, wait_for)
 
+pytestmark = pytest.mark.paced
+
 
 def apply_alarm_pattern(cloud_broker, watcher: CloudWatcher) -> None:
     """Push config version 1, with only the alarm pattern, and wait until the agent applied it."""

@@ -17,6 +17,8 @@ from agent_harness import EX, PREFIXES, XSD, AgentProcess, CloudWatcher, Publish
 
 from edgewave.shared.events import bindings_dict
 
+pytestmark = pytest.mark.paced
+
 STREAM = "<http://example.org/stream/fire>"
 WITHIN_MS = 2000
 SILENT = PREFIXES + f"""REGISTER RSTREAM <silent> AS SELECT ?sensor ?beat

@@ -18,6 +18,8 @@ from edgewave.agent.uplink import Uplink
 from edgewave.shared import topics
 from edgewave.shared.events import encode_event, match_event, significant_event
 
+pytestmark = pytest.mark.paced
+
 
 def event(n: int) -> dict:
     return match_event("gw1", "p", {"n": f'"{n}"'}, n, n, [((f"<urn:e{n}>", "<urn:p>", f'"{n}"'), n)], n)

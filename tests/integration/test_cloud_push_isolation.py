@@ -28,7 +28,7 @@ from edgewave.cloud.registry import ensure_registry_schema, record_status
 from edgewave.shared import topics
 from edgewave.shared.configdoc import verify_envelope
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300), pytest.mark.paced]
 
 LONG_MAX = 2 ** 63 - 1
 DOCUMENT = '''@prefix ew: <https://edgewave.dev/ns#> .

@@ -21,7 +21,7 @@ from edgewave.agent.status import encode_status, status_document
 from edgewave.cloud.landing import read_records
 from edgewave.shared import topics
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300), pytest.mark.paced]
 
 MB = 1024 * 1024
 LONG_MAX = 2 ** 63 - 1

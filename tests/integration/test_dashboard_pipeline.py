@@ -369,14 +369,20 @@ def test_a_prometheus_scrape_finds_the_counts_the_dashboard_shows(pipeline):
     session = HttpSession(pipeline.url)
     gateways = {g["gateway"]: g for g in json_of(session, "/api/gateways")["gateways"]}
 
+    worker = (("worker", "0"),)
+
     def consistent() -> tuple[dict, dict] | None:
+        """Two equal scrapes around the overview (no Spark commit in between), taken once ingest's
+        figures, which each worker writes every few seconds, have caught up with what Spark counted."""
         status, before = _scrape(pipeline, {"Authorization": f"Bearer {METRICS_TOKEN}"})
         assert status == 200, before
         overview = json_of(session, "/api/overview?range=1h")
         after = _samples(_scrape(pipeline, {"Authorization": f"Bearer {METRICS_TOKEN}"})[1])
-        return (after, overview) if _samples(before) == after else None    # no Spark commit in between
+        counted = sum(v for (name, _), v in after.items() if name == "edgewave_matches_total")
+        landed = after.get(("edgewave_ingest_events_landed_total", worker), 0)
+        return (after, overview) if _samples(before) == after and landed >= counted else None
 
-    after, overview = wait_for(consistent, 60, "two scrapes with no Spark commit between them")
+    after, overview = wait_for(consistent, 60, "two equal scrapes, ingest's figures at least Spark's count")
     shown = {p["pattern"]: p["matches"] for p in overview["patterns"]}
     scraped = {dict(labels)["pattern"]: value for (name, labels), value in after.items()
                if name == "edgewave_matches_total" and dict(labels)["gateway"] == "gw1"}
@@ -386,8 +392,7 @@ def test_a_prometheus_scrape_finds_the_counts_the_dashboard_shows(pipeline):
     assert after[("edgewave_gateway_config_version", gw1)] == gateways["gw1"]["config_version"]
     assert after[("edgewave_gateway_messages_in_total", gw1)] > 0
     assert sum(v for (name, _), v in after.items() if name == "edgewave_spark_batches_total") > 0
-    # Ingest's figures (written by each worker every few seconds): every counted event was landed.
-    worker = (("worker", "0"),)
+    # Ingest's figures: every counted event was landed.
     assert after[("edgewave_ingest_events_landed_total", worker)] >= sum(scraped.values())
     assert after[("edgewave_ingest_group_commit_seconds_count", worker)] > 0
     assert after[("edgewave_ingest_rejected_messages_total", (("reason", "invalid_event"), *worker))] == 0

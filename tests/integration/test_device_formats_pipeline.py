@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from fault_rig import REPO, Rig, record_demo
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600), pytest.mark.paced]
 
 START_S, END_S = 10.0, 40.0
 BIN = Path(sys.executable).parent

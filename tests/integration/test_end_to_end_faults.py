@@ -19,7 +19,7 @@ import time
 import pytest
 from fault_rig import Rig, record_demo
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600), pytest.mark.paced]
 
 START_S, END_S = 10.0, 40.0
 IN_FIRE_S = 16.5 - START_S          # inside the room-3 fire (15-24 s of the scenario)

@@ -16,6 +16,8 @@ from edgewave.shared.events import encode_event
 from edgewave.cloud.broker_access import password_fields
 from edgewave.shared.mosquitto_files import MAX_PACKET_BYTES
 
+pytestmark = pytest.mark.paced
+
 
 @pytest.fixture
 def fleet(tmp_path):

@@ -19,6 +19,8 @@ from edgewave.agent.keyring import Keyring
 from edgewave.agent.config import settings_from_dict
 from edgewave.shared.config_keys import format_time, key_id
 
+pytestmark = pytest.mark.paced
+
 
 @pytest.fixture
 def fleet(tmp_path):

@@ -29,7 +29,7 @@ import pytest
 from fault_rig import record_demo
 from netns_rig import NetnsRig, NetOutcome, SparkCheck
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600), pytest.mark.paced]
 
 START_S, END_S = 10.0, 40.0
 SCENARIO_S = END_S - START_S

@@ -21,7 +21,7 @@ from notify_servers import self_signed, start_hook, start_smtp, tls_server_conte
 from edgewave.cloud.live_feed import LiveFeedWriter
 from edgewave.shared.events import match_event
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240), pytest.mark.paced]
 
 EX = "http://example.org/"
 PUBLIC_URL = "https://dashboard.example.org/edgewave"
