@@ -134,7 +134,6 @@ ONLY_TIME_MEMO = 4096  # predicate tokens whose answer ``_read_times`` remembers
 TAIL_MEMO = 16384  # line tails ``_read_times`` remembers (then forgets them all)
 TAIL_MAX = 512  # a longer tail is read every time, not remembered
 _objects_seen = object_cache()
-_UNSEEN = object()
 
 
 def _read_times(lines: Iterable[str | bytes], errors: list[NTriplesError] | None,
@@ -158,19 +157,26 @@ def _read_times(lines: Iterable[str | bytes], errors: list[NTriplesError] | None
         if isinstance(first, bytes):  # decoded line by line: the strict path, runs not worth it
             yield from _read(lines, errors)
             return
-    subject, checked, unseen = fast_subject, _checked, _UNSEEN
+    subject, checked = fast_subject, _checked
     memo: dict[str, bool] = {}  # predicate token -> whether only its time is needed
-    tails: dict[str, tuple[bool, str, str] | None] = {}  # tail as read -> _tail's answer
-    last = -1
+    # tail as read -> _tail's answer: the object of a line only timed, (predicate, object), or
+    # False for a line the shortcut does not take
+    tails: dict[str, str | tuple[str, str] | bool] = {}
+    tail_of = tails.get
+    last = -1  # the time of the last line taken (a run's lines count once the run ends or a head changes)
     last_head = None
+    ok = False  # whether the lines of last_head are taken: it reads, and its time is not before last
     last_ts = 0
     last_s = ""
-    run_ts = run_n = 0  # the run of time-only lines not yet yielded
+    run_ts = run_n = 0  # the run of time-only lines not yet yielded, all of the current head's time
     done = 0  # lines read and not in that run: numbered here, not per line
     for line in lines:
         head, _, rest = line.partition(" ")
         if head != last_head:
+            if run_n and run_ts > last:
+                last = run_ts
             last_head = None  # until this head reads (then compared once a line, not twice)
+            ok = False
             # ASCII: the head here, the tail in _tail, both only when not seen before
             ts_text, tab, s = head.partition("\t")
             # 18 digits always fit in 64 bits; parse_recorded_line refuses what does not
@@ -178,30 +184,29 @@ def _read_times(lines: Iterable[str | bytes], errors: list[NTriplesError] | None
                 s = subject(s)
                 if s:
                     last_head, last_ts, last_s = head, int(ts_text), s
-        if last_head is not None and last_ts >= last:
-            known = tails.get(rest, unseen)
-            if known is unseen:
+                    ok = last_ts >= last
+                    if run_n and run_ts != last_ts:  # time moves on: the run ends
+                        yield run_ts, run_n
+                        done += run_n
+                        run_n = 0
+                    run_ts = last_ts
+        if ok:
+            known = tail_of(rest)
+            if known is None:
                 known = _tail(rest, tails, memo, only_time)
-            if known is not None:
-                quiet, p, o = known
-                last = last_ts
-                if quiet and o != last_s:
-                    if run_n and run_ts == last_ts:
-                        run_n += 1
-                    else:
-                        if run_n:
-                            yield run_ts, run_n
-                            done += run_n
-                        run_ts, run_n = last_ts, 1
+            if known.__class__ is str:  # a line only timed
+                if known != last_s:
+                    run_n += 1
                     continue
-                if run_n and run_ts != last_ts:
-                    yield run_ts, run_n
-                    done += run_n
-                    run_n = 0
+                known = fast_predicate(rest.partition(" ")[0]), known  # a self-loop: its triple
+            if known:
+                last = last_ts
                 done += 1
-                yield last, (last_s, p, o)
+                yield last, (last_s, known[0], known[1])
                 continue
         if run_n:
+            if run_ts > last:
+                last = run_ts
             yield run_ts, run_n
             done += run_n
             run_n = 0
@@ -219,22 +224,22 @@ def _read_times(lines: Iterable[str | bytes], errors: list[NTriplesError] | None
 
 
 def _tail(rest: str, tails: dict, memo: dict[str, bool],
-          only_time: Callable[[str], bool]) -> tuple[bool, str, str] | None:
+          only_time: Callable[[str], bool]) -> str | tuple[str, str] | bool:
     """What ``_read_times`` makes of a line's tail ``<p> <o> .`` (after its head and a
-    space): ``(whether only its time is needed, predicate, object)``, both canonical, or
-    None when the fast path does not take it (the line's checks then decide). Only the
-    time is needed when ``only_time`` says so of the predicate and the tail is one the
-    fast path reads without rejoining (``.`` right after the object); the subject is
-    the caller's to compare with the object.
+    space): the object (canonical) when only the line's time is needed, else ``(predicate,
+    object)``, both canonical, or False when the fast path does not take it (the line's
+    checks then decide). Only the time is needed when ``only_time`` says so of the
+    predicate and the tail is one the fast path reads without rejoining (``.`` right after
+    the object); the subject is the caller's to compare with the object.
 
     The answer is remembered in ``tails`` when the object was seen before: a tail whose
     object is new (a price, a web page of its own) rarely comes again, and would only
     push out the tails that do."""
     if not rest.isascii():
-        return None
+        return False
     parts = rest.split(" ", 2)
     if len(parts) != 3:
-        return None
+        return False
     p, o, dot = parts
     seen = o in _objects_seen  # before the checks below learn it
     quiet = memo.get(p)
@@ -246,13 +251,9 @@ def _tail(rest: str, tails: dict, memo: dict[str, bool],
         memo[p] = quiet
     known = None
     if quiet and (dot == ".\n" or dot == "."):
-        term = fast_object(o)
-        if term:
-            known = True, fast_predicate(p), term
-    if known is None:
-        po = fast_tail(p, o, dot)
-        if po:
-            known = False, po[0], po[1]
+        known = fast_object(o)
+    if not known:
+        known = fast_tail(p, o, dot) or False
     if seen and len(rest) <= TAIL_MAX:
         if len(tails) >= TAIL_MEMO:
             tails.clear()
