@@ -346,7 +346,14 @@ class InstanceEvaluator:
         """``push_many``'s loop for a stream that one window reads (the usual query): the
         loop over windows left out, and a triple the schema entails nothing from handed on
         without building the list of what it entails. A hand copy for the hot path: a
-        change to ``push_many``'s loop goes here too."""
+        change to ``push_many``'s loop goes here too.
+
+        Written out further: ``advance`` is called only when it may close an instance (the
+        next instant is due at the stream time reached, or is to work out again), stream
+        time and the end of the last closed instance are locals between those calls, and a
+        triple in time order (or a witness of a new time) is appended to the window's
+        pending entries here (``WindowContent.add``, ``witness``), the window's latest
+        time set once at the end: every item's time goes to this window."""
         window, accepts = target
         add, witness, entail, advance = window.add, window.witness, self._entailed, self.advance
         epsilon = self.epsilon
@@ -355,22 +362,48 @@ class InstanceEvaluator:
         # bundle, the one triple a pattern reads, or None)
         typed: dict[Triple, tuple] = {}
         n = late = entailed_count = 0
+        pending = window.pending
+        lateness = self.lateness_ms
+        top = -1  # the latest time of these items (all of them go to this window)
+        never = float("inf")
+
+        def state() -> tuple:
+            """After ``advance``: when it is due next, the last closed end, whether the
+            window holds a triple, the time of its last pending entry (-1: none)."""
+            nxt = self._next
+            due = -1 if nxt is False else never if nxt is None else nxt + lateness
+            holds = window.end is not None and bool(window.content or window.late_content)
+            return due, self.closed_until, holds, pending[-1][0] if pending else -1
+        due, closed, holds, tail = state()
+        if self.stream_time >= due:
+            due = -1
         try:
             for ts, triple in items:
                 n += 1
-                if ts > self.stream_time or self._next is False:
+                if ts > top:
+                    top = ts
+                if top >= due:  # after advance, due is past self.stream_time: top decides
+                    if top > self.stream_time:
+                        self.stream_time = top
                     results = advance(ts)
                     if results and report is not None:
                         report(results)
-                if ts < self.closed_until:
+                    due, closed, holds, tail = state()
+                if ts < closed:
                     late += 1
-                if window.end is None or not (window.content or window.late_content):  # holds()
+                if not holds:  # where this window's next instance ends may have moved
                     self._next = False
+                    due = -1
                 if triple.__class__ is int:  # a run of triples only timed (read_recorded's only_time)
                     n += triple - 1
-                    if ts < self.closed_until:
+                    if ts < closed:
                         late += triple - 1
-                    witness(ts)
+                    if ts != tail:  # witness(), written out: an entry of this time is there already
+                        if ts > tail:
+                            pending.append((ts, None))
+                            tail = ts
+                        else:
+                            witness(ts)
                     continue
                 p = triple[1]
                 quiet = inert.get(p)
@@ -380,13 +413,26 @@ class InstanceEvaluator:
                     plain[p] = p != RDF_TYPE and (epsilon is None or not self._links_of_predicate(p))
                 if triple[0] != triple[2]:  # a self-loop has epsilon links of its own
                     if quiet:
-                        witness(ts)
+                        if ts != tail:
+                            if ts > tail:
+                                pending.append((ts, None))
+                                tail = ts
+                            else:
+                                witness(ts)
                         continue
                     if plain[p]:
                         if accepts is None or p in accepts:
-                            add(ts, triple)
-                        else:
-                            witness(ts)
+                            if ts >= tail:  # add(), written out
+                                pending.append((ts, triple))
+                                tail = ts
+                            else:
+                                add(ts, triple)
+                        elif ts != tail:
+                            if ts > tail:
+                                pending.append((ts, None))
+                                tail = ts
+                            else:
+                                witness(ts)
                         continue
                 if p == RDF_TYPE:
                     # an instance's types repeat (a product named by every offer of it): what
@@ -404,7 +450,15 @@ class InstanceEvaluator:
                             typed[triple] = known
                     entailed_count += known[0]
                     if known[1] is None:
-                        witness(ts)
+                        if ts != tail:
+                            if ts > tail:
+                                pending.append((ts, None))
+                                tail = ts
+                            else:
+                                witness(ts)
+                    elif ts >= tail:
+                        pending.append((ts, known[1]))
+                        tail = ts
                     else:
                         add(ts, known[1])
                     continue
@@ -417,7 +471,12 @@ class InstanceEvaluator:
                         kept = True
                 if not kept:
                     witness(ts)
+                tail = pending[-1][0] if pending else -1
         finally:
+            if top > self.stream_time:
+                self.stream_time = top
+            if top > window.latest:
+                window.latest = top
             self.triples_in += n
             self.late_triples += late
             self.entailed += entailed_count
