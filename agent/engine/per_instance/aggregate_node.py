@@ -61,13 +61,25 @@ def _key_reader(keys: tuple, child: Node) -> Callable[[Row], tuple]:
 
 
 class _Group:
-    __slots__ = ("weight", "states", "first")
+    """A group's weight and aggregate states. ``pending``: decimals the join-aggregate node
+    added to the first state (a SUM or AVG) without counting them there (its ``n`` and
+    ``by_rank[1]``, counts that only ``result`` reads): counted in at read-off (``settle``)."""
+    __slots__ = ("weight", "states", "first", "head", "pending")
 
     def __init__(self, specs: Sequence[AggregateSpec]):
         self.weight = 0
+        self.pending = 0
         self.states = [spec.state() for spec in specs]
         if self.states:
-            self.first = self.states[0].add  # the first state's add, looked up once
+            self.head = self.states[0]
+            self.first = self.head.add  # the first state's add, looked up once
+
+    def settle(self) -> None:
+        """The decimals added and not counted, counted in the first state."""
+        state = self.head
+        state.n += self.pending
+        state.by_rank[1] += self.pending
+        self.pending = 0
 
 
 _XSD_INTEGER = "<http://www.w3.org/2001/XMLSchema#integer>"
@@ -234,6 +246,8 @@ class AggregateNode(Node):
         out = []
         append = out.append
         for key, group in groups:
+            if group.pending:
+                group.settle()
             states = group.states  # each state is the source of one value: its result is read once
             append(tuple([states[at].result() if kind == 0 else key[at] if kind == 1
                           else f'"{group.weight}"^^{_XSD_INTEGER}' for kind, at in plan]))

@@ -112,19 +112,23 @@ class JoinAggregateNode(AggregateNode):
             if bucket and by_decimal and values.__class__ is Decimal:  # the loop below, the product once
                 product = values * weight
                 for k_cell in bucket.values():
-                    k_weight = k_cell[0]
-                    w = weight * k_weight
                     group = k_cell[2]
                     if not group.weight:
                         group = groups.get(k_cell[1])
                         if group is None:
                             group = groups[k_cell[1]] = _Group(live)
                         k_cell[2] = group
-                    state = group.states[0]  # Sum._add_number's decimal branch, written out
-                    state.n += w
-                    state.by_rank[1] += w
-                    state.decimal += product if k_weight == 1 else values * w
-                    group.weight += w
+                    # Sum._add_number's decimal branch, written out: the sum here, the counts
+                    # (n, by_rank[1]) in the group's pending, counted in at read-off
+                    if k_cell[0] == 1:
+                        group.head.decimal += product
+                        group.pending += weight
+                        group.weight += weight
+                    else:
+                        w = weight * k_cell[0]
+                        group.head.decimal += values * w
+                        group.pending += w
+                        group.weight += w
                     if not group.weight:
                         del groups[k_cell[1]]
             elif bucket:
