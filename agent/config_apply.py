@@ -27,7 +27,7 @@ from edgewave.agent.pipeline import Event, Pipeline
 from edgewave.agent.reconfigure import (APPLIED, APPLY_FAILED, NO_KEY, REJECTED, CompiledConfig, Verdict, ack_payload,
                                         compile_document, document_limits, judge)
 from edgewave.agent.status import Counters
-from edgewave.agent.document_reader import read_document
+from edgewave.agent.document_reader import parsed_from, read_document, reading_tag
 from edgewave.shared.configdoc import ConfigRejected
 from edgewave.shared.log_limit import LogLimiter
 
@@ -68,9 +68,12 @@ class ConfigApplier:
         s = self.settings
         stored = self.store.current()
         compiled = None
+        reading = "none"            # for the log: the store's kept reading, or the document read
         if stored is not None:
+            kept = parsed_from(stored.reading, stored.reading_by)
+            reading = "kept" if kept is not None else "read"
             try:
-                compiled = compile_document(stored.version, stored.format, stored.document, s)
+                compiled = compile_document(stored.version, stored.format, stored.document, s, parsed=kept)
             except ConfigRejected as exc:
                 log.error("config event=stored_config_unusable version=%s reason=%r action='running without patterns'",
                           stored.version, exc.reason)
@@ -79,15 +82,17 @@ class ConfigApplier:
             fmt = "turtle" if s.config.bootstrap.endswith(".ttl") else "trig"
             limits = document_limits(s)
             parsed = read_document(text, fmt, limits)   # a broken local file should stop start-up
+            reading = "read"
             version = parsed.document.version or 0
             compiled = compile_document(version, fmt, text, s, limits, parsed)
-            self.store.record(version, fmt, text, source="bootstrap")
+            self.store.record(version, fmt, text, source="bootstrap", reading=compiled.reading,
+                              reading_by=reading_tag())
             log.info("config event=bootstrap path=%s version=%s", s.config.bootstrap, version)
         self.pipeline.rebuild(compiled)
         self.applied = compiled
-        log.info("config event=loaded version=%s patterns=%s source=%s", self.version,
+        log.info("config event=loaded version=%s patterns=%s source=%s reading=%s", self.version,
                  ",".join(compiled.patterns) if compiled else "", "store" if stored else
-                 ("bootstrap" if compiled else "none"))
+                 ("bootstrap" if compiled else "none"), reading)
 
     def apply_pushed(self, payload: bytes) -> Sequence[Event]:
         """Judge a document from the cloud, apply it if it passes, acknowledge it either way;
@@ -113,7 +118,9 @@ class ConfigApplier:
                 verdict = Verdict(verdict.version, REJECTED, f"apply failed: {exc}", kind=APPLY_FAILED)
             else:
                 try:
-                    self.store.record(verdict.config.version, verdict.config.format, verdict.config.document)
+                    config = verdict.config
+                    self.store.record(config.version, config.format, config.document, reading=config.reading,
+                                      reading_by=reading_tag())
                 except sqlite3.Error as exc:
                     log.error("config event=not_persisted version=%s error=%r "
                               "consequence='a restart comes back with the previous version'",
@@ -132,7 +139,8 @@ class ConfigApplier:
             return ()
         events: Sequence[Event] = ()
         try:
-            compiled = compile_document(stored.version, stored.format, stored.document, self.settings)
+            compiled = compile_document(stored.version, stored.format, stored.document, self.settings,
+                                        parsed=parsed_from(stored.reading, stored.reading_by))
             events = self._swap_in(compiled)
             log.info("config event=rolled_back version=%d", stored.version)
         except Exception:

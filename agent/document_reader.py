@@ -11,8 +11,10 @@ agent then runs the rest of the one check (``check_config_document`` with ``pars
 its own process, with the same messages as the cloud.
 
 The price: a process start per document applied (about 0.5 s of CPU on the benchmark VM,
-a few seconds on a Raspberry Pi 3), paid at start-up and when the cloud pushes a document;
-the child's memory is returned when it exits. A child that crashes, runs past
+a few seconds on a Raspberry Pi 3), paid when the cloud pushes a document and at the first
+start from a bootstrap file; the child's memory is returned when it exits. A restart pays
+nothing: the config store keeps the reading beside the document (``reading_of``), tagged
+by the code that wrote it (``reading_tag``), and ``parsed_from`` gives it back. A child that crashes, runs past
 ``READ_TIMEOUT_S`` or answers nonsense fails the document (``DocumentReaderFailed``),
 never the agent.
 """
@@ -69,6 +71,32 @@ def read_document(text: str, fmt: str, limits: DocumentLimits | None, *,
         raise
     except Exception as exc:
         raise DocumentReaderFailed(f"the document reader's answer is unreadable: {type(exc).__name__}: {exc}") from exc
+
+
+# What ``encode`` writes; a change to it, or to what ``parse_document`` returns, changes this
+# number, so that readings the config store kept from before are read afresh.
+READING_FORMAT = 1
+
+
+def reading_tag() -> str:
+    """Which code wrote a reading: the agent's version and ``READING_FORMAT``."""
+    from edgewave.agent.window_journal import engine_version   # importlib.metadata: only when asked
+    return f"{engine_version()}/{READING_FORMAT}"
+
+
+def reading_of(parsed: ParsedDocument) -> str:
+    """What the reader made of a document, as the config store keeps it."""
+    return json.dumps(encode(parsed), separators=(",", ":"))
+
+
+def parsed_from(reading: str, tag: str) -> ParsedDocument | None:
+    """A kept reading, if this code wrote it and it decodes; None: read the document again."""
+    if not reading or tag != reading_tag():
+        return None
+    try:
+        return decode(json.loads(reading))
+    except Exception:      # a reading that does not decode costs a read, never the document
+        return None
 
 
 def encode(parsed: ParsedDocument) -> dict[str, Any]:

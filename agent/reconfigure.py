@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Callable
 
 from edgewave.agent.config import AgentSettings
 from edgewave.agent.engine import Engine, Match, parse_query
-from edgewave.agent.document_reader import read_document
+from edgewave.agent.document_reader import read_document, reading_of
 from edgewave.agent.engine.config_check import ParsedDocument, check_config_document, unprocessable
 from edgewave.agent.engine.per_instance import InstanceQuery
 from edgewave.shared import clock
@@ -81,6 +81,9 @@ class CompiledConfig:
     significance: list[SignificanceRule] = field(default_factory=list)
     # The payload mappings (agent/mapping/), compiled; the local link subscribes to their filters.
     mappings: tuple[CompiledMapping, ...] = ()
+    # What the document reader made of the document (document_reader.reading_of): the config
+    # store keeps it, so that a restart need not read the document again.
+    reading: str = ""
 
 
 @dataclass(frozen=True)
@@ -114,7 +117,8 @@ def compile_document(version: int, fmt: str, text: str, settings: AgentSettings,
     return CompiledConfig(version=version, format=fmt, document=text, patterns=checked.patterns,
                           instance_queries=checked.instance_queries, reports=checked.reports,
                           schema=frozenset(doc.schema), static=frozenset(doc.static),
-                          significance=list(doc.significance), mappings=checked.mappings)
+                          significance=list(doc.significance), mappings=checked.mappings,
+                          reading=reading_of(parsed))
 
 
 def build_engine(config: CompiledConfig | None, settings: AgentSettings,

@@ -1,6 +1,8 @@
 """Config store: the applied document and its predecessors, rollback, the version high-water mark."""
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
 
 from edgewave.agent.config_store import ConfigStore
@@ -42,3 +44,19 @@ def test_damaged_store_is_moved_aside_not_fatal(tmp_path, caplog):
                for r in caplog.records)
     store.record(1, "trig", "doc")
     assert store.current().version == 1
+
+
+def test_a_document_is_kept_with_its_reading_and_a_store_from_before_readings_gains_the_columns(tmp_path):
+    path = tmp_path / "c.db"
+    conn = sqlite3.connect(path)     # a store as agents wrote it before they kept readings
+    conn.execute("CREATE TABLE [applied] ([id] INTEGER PRIMARY KEY, [version] INTEGER, [format] TEXT, "
+                 "[document] TEXT, [source] TEXT, [applied_ms] INTEGER, [rolled_back] INTEGER)")
+    conn.execute("INSERT INTO applied VALUES (1, 1, 'trig', 'old', 'cloud', 0, 0)")
+    conn.commit()
+    conn.close()
+    store = ConfigStore(path)
+    assert (store.current().document, store.current().reading, store.current().reading_by) == ("old", "", "")
+    store.record(2, "trig", "new", reading='{"a":1}', reading_by="0.1.0/1")
+    store.close()
+    current = ConfigStore(path).current()
+    assert (current.version, current.reading, current.reading_by) == (2, '{"a":1}', "0.1.0/1")

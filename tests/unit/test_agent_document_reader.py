@@ -5,6 +5,7 @@ This test session has rdflib loaded, where ``read_document`` reads in process by
 each test asks for the child; a real agent's use of it is in test_agent_instances.py."""
 from __future__ import annotations
 
+import sqlite3
 import sys
 from functools import partial
 from pathlib import Path
@@ -70,3 +71,70 @@ def test_a_reader_that_gives_no_answer_rejects_the_document_and_the_agent_goes_o
     verdict = judge(sign_envelope("gw1", 2, text, "trig", KEY), SETTINGS, KEY.encode(), None, None)
     assert (verdict.status, verdict.kind, verdict.version) == (REJECTED, DECODER_ERROR, 2)
     assert "document reader" in verdict.reason or "longer than" in verdict.reason
+
+
+# -- a restart reads nothing: the config store keeps the reading --------------------------------------
+
+def open_agent(tmp_path: Path):   # noqa: ANN201
+    """An agent's start-up without the network: its config from the store, or the bootstrap file."""
+    from edgewave.agent.runtime import Agent
+    bootstrap = tmp_path / "bootstrap.trig"
+    if not bootstrap.exists():
+        bootstrap.write_text(config_document(1, patterns={"fire": FIRE, "average": AVERAGE}))
+    agent = Agent(settings_from_dict({"data_dir": str(tmp_path / "data"), "significance": {"enabled": False},
+                                      "config": {"key": KEY, "bootstrap": str(bootstrap)}}))
+    agent.open_storage()
+    return agent
+
+
+def counting_reads(monkeypatch) -> list[str]:   # noqa: ANN001
+    """Every document the agent has read (the reader's child, or rdflib in this process)."""
+    from edgewave.agent import config_apply
+    reads: list[str] = []
+
+    def read(text: str, *args, **kwargs):   # noqa: ANN002, ANN003, ANN202
+        reads.append(text)
+        return read_document(text, *args, **kwargs)
+    monkeypatch.setattr(reconfigure, "read_document", read)
+    monkeypatch.setattr(config_apply, "read_document", read)
+    return reads
+
+
+def test_a_restart_compiles_the_stored_document_from_the_reading_kept_with_it(tmp_path, monkeypatch, caplog):
+    reads = counting_reads(monkeypatch)
+    first = open_agent(tmp_path)
+    assert len(reads) == 1                          # the bootstrap file, read once
+    first.configs.store.close()
+    with caplog.at_level("INFO", logger="edgewave.agent"):
+        second = open_agent(tmp_path)
+    assert len(reads) == 1                          # the restart read nothing
+    assert any("config event=loaded version=1" in r.getMessage() and "source=store reading=kept" in r.getMessage()
+               for r in caplog.records)
+    a, b = first.configs.applied, second.configs.applied
+    assert (b.patterns, b.reports, b.schema, b.static) == (a.patterns, a.reports, a.schema, a.static)
+    assert b.instance_queries["average"].compile().aggregate is not None
+
+
+@pytest.mark.parametrize("change", ["other-code", "undecodable"])
+def test_a_reading_from_other_code_or_one_that_does_not_decode_is_read_again(tmp_path, monkeypatch, caplog, change):
+    reads = counting_reads(monkeypatch)
+    open_agent(tmp_path).configs.store.close()
+    column, value = ("reading_by", "0.0.1/0") if change == "other-code" else ("reading", '{"version": 1')
+    conn = sqlite3.connect(tmp_path / "data" / "configs.db")
+    conn.execute(f"UPDATE applied SET {column} = ?", (value,))
+    conn.commit()
+    conn.close()
+    with caplog.at_level("INFO", logger="edgewave.agent"):
+        again = open_agent(tmp_path)
+    assert len(reads) == 2 and set(again.configs.applied.patterns) == {"fire", "average"}
+    assert any("source=store reading=read" in r.getMessage() for r in caplog.records)
+
+
+def test_a_reading_round_trips_and_names_the_code_that_wrote_it() -> None:
+    text = config_document(1, patterns={"fire": FIRE, "average": AVERAGE})
+    parsed = read_document(text, "trig", None, in_child=False)
+    reading = document_reader.reading_of(parsed)
+    again = document_reader.parsed_from(reading, document_reader.reading_tag())
+    assert again is not None and (again.document, again.algebras) == (parsed.document, parsed.algebras)
+    assert document_reader.parsed_from(reading, "another/1") is None
+    assert document_reader.parsed_from("", document_reader.reading_tag()) is None
