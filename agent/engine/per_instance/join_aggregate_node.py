@@ -61,10 +61,12 @@ class JoinAggregateNode(AggregateNode):
         arguments = tuple(spec.argument for spec in live)
         if len(arguments) == 1:
             only = arguments[0]
-            self._values_of = lambda row: only(row)
+            self._values_of = only
         else:
             self._values_of = lambda row: tuple(argument(row) for argument in arguments)
         key_slots = [getattr(k, "slot", None) for k in self.keys]
+        # one plain-variable key: its slot, read in k_activation's loop (no call per solution)
+        self._group_slot = key_slots[0] if len(key_slots) == 1 else None
         if self.keys and None not in key_slots:
             if len(key_slots) == 1:
                 slot = key_slots[0]
@@ -162,14 +164,14 @@ class JoinAggregateNode(AggregateNode):
         solution, a group looked up again once it has emptied): a change to one goes to the
         other."""
         groups, live, a_memory, k_memory = self.groups, self._live, self.a_memory, self.k_memory
-        key_of, group_key_of = self._k_key, self._group_key
+        key_of, group_key_of, group_slot = self._k_key, self._group_key, self._group_slot
         n = self._n
         for row, weight in delta:
             k = key_of(row)
             mine = k_memory.get(k)
             cell = None if mine is None else mine.get(row)
             if cell is None:
-                cell = [0, group_key_of(row), _EMPTIED]
+                cell = [0, (row[group_slot],) if group_slot is not None else group_key_of(row), _EMPTIED]
                 if mine is None:
                     mine = k_memory[k] = {row: cell}
                 else:
