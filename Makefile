@@ -43,7 +43,7 @@ FORCE:
 # REALTIME_WORKERS; then the tests marked serial, one at a time.
 # MARK narrows each part, e.g. make test MARK='not slow'.
 TEST_WORKERS ?= 4
-PACED_WORKERS ?= 3
+PACED_WORKERS ?= 4
 REALTIME_WORKERS ?= 3
 MARK ?= 
 marks = -m "$(if $(strip $(MARK)),($(MARK)) and )$(1)"
@@ -54,7 +54,7 @@ parallel = --dist loadfile --no-loadscope-reorder
 test: setup
 	@log=$$(mktemp); \
 	 $(call part,-n $(PACED_WORKERS) $(parallel) $(call marks,paced and not serial and not realtime)) \
-	   > $$log 2>&1 & paced=$$!; \
+	   > $$log 2>&1 & paced=$$!; trap 'kill $$paced 2>/dev/null' INT TERM; \
 	 $(pytest) -n $(TEST_WORKERS) $(parallel) $(call marks,not paced and not serial and not realtime) $(PYTEST_ARGS); \
 	 main=$$?; wait $$paced; paced=$$?; echo; cat $$log; rm -f $$log; \
 	 [ $$main -eq 0 ] && [ $$paced -eq 0 ] \
