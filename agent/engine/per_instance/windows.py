@@ -119,12 +119,25 @@ class WindowContent:
         copies = self.copies
         content, late_content = self.content, self.late_content
         leave = self._leave
+        sources = self.sources
         while content and content[0][0] < start:
             triple = content.popleft()[1]
             if triple is None:
                 continue
-            if triple.__class__ is list:
-                self._leave_bundle(triple, changes)
+            if triple.__class__ is list:  # _leave_bundle, written out
+                source = triple[0]
+                left = sources[source] - 1
+                if left:
+                    sources[source] = left
+                    continue
+                del sources[source]
+                for triple in triple[1]:
+                    left = copies[triple] - 1
+                    if left:
+                        copies[triple] = left
+                    else:
+                        del copies[triple]
+                        changes.append((triple, -1))
                 continue
             left = copies[triple] - 1  # _leave, written out: the loop every expired triple takes
             if left:
@@ -151,8 +164,17 @@ class WindowContent:
                     heapq.heappush(late_content, (ts, next(self._sequence), triple))
                 if triple is None:
                     continue
-                if triple.__class__ is list:
-                    self._enter_bundle(triple, changes)
+                if triple.__class__ is list:  # _enter_bundle, written out
+                    source = triple[0]
+                    before = sources.get(source, 0)
+                    sources[source] = before + 1
+                    if before:
+                        continue
+                    for triple in triple[1]:
+                        before = copies.get(triple, 0)
+                        copies[triple] = before + 1
+                        if not before:
+                            changes.append((triple, 1))
                     continue
                 before = copies.get(triple, 0)
                 copies[triple] = before + 1
