@@ -47,6 +47,10 @@ class JoinAggregateNode(AggregateNode):
         self._setup(keys, specs, implicit, layout_key_slots)
         self._a_key, self._k_key = a_key, k_key
         self._on = tuple(on)
+        # one join variable: its slot on each side, read in the loops (no call per solution)
+        one = len(self._on) == 1
+        self._a_slot = a_side.slots[self._on[0]] if one else None
+        self._k_slot = k_side.slots[self._on[0]] if one else None
         self._a_is_left = a_is_left
         # join key -> {A solution: [weight, argument values]}, {K solution: [weight, group key,
         # its group]}: a group is looked up again only once it has emptied (weight 0)
@@ -95,12 +99,12 @@ class JoinAggregateNode(AggregateNode):
         """A's solutions entering or leaving: each pairs with the K solutions of its join
         key, in the order the K memory holds them (a join node's order)."""
         groups, live, a_memory, k_memory = self.groups, self._live, self.a_memory, self.k_memory
-        key_of, values_of = self._a_key, self._values_of
+        key_of, values_of, key_slot = self._a_key, self._values_of, self._a_slot
         single = self._n == 1
         n = self._n
         by_decimal = self._by_decimal
         for row, weight in delta:
-            k = key_of(row)
+            k = row[key_slot] if key_slot is not None else key_of(row)
             mine = a_memory.get(k)
             cell = None if mine is None else mine.get(row)
             if cell is None:
@@ -165,9 +169,10 @@ class JoinAggregateNode(AggregateNode):
         other."""
         groups, live, a_memory, k_memory = self.groups, self._live, self.a_memory, self.k_memory
         key_of, group_key_of, group_slot = self._k_key, self._group_key, self._group_slot
+        key_slot = self._k_slot
         n = self._n
         for row, weight in delta:
-            k = key_of(row)
+            k = row[key_slot] if key_slot is not None else key_of(row)
             mine = k_memory.get(k)
             cell = None if mine is None else mine.get(row)
             if cell is None:
