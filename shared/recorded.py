@@ -144,9 +144,13 @@ def _read_times(lines: Iterable[str | bytes], errors: list[NTriplesError] | None
 
     A line is cut once, at its first space, into its head ``<ms>\\t<s>`` and its tail
     ``<p> <o> .``: a stream repeats its tails (a predicate with the few values it takes),
-    so what a tail reads as is remembered (``_tail``), and a line whose head and tail were
-    both seen before costs two dictionary lookups and no term check. A text file is read
-    as it is (its lines are text); other lines are looked at first for bytes."""
+    so what a tail reads as is remembered (``_tail``), and a line whose head is the line
+    before's and whose tail was seen before costs a string comparison, a dictionary lookup
+    and no term check. Where the head changes, the time is checked against the last line's
+    once for all the lines of the head, and the run of the time before ends there; a line
+    only timed then adds one to the run and nothing else (the time of its run counts as
+    the last line's once the run ends or the head changes). A text file is read as it is
+    (its lines are text); other lines are looked at first for bytes."""
     if not isinstance(lines, io.TextIOBase):
         lines = iter(lines)
         for first in lines:
