@@ -36,14 +36,15 @@ FORCE:
 
 # The suite in three parts. First, two pytest runs at once: the tests marked paced (they
 # spend their time waiting on real time: a recording at its pace, reconnects, timeouts) on
-# PACED_WORKERS workers, in the background, their output shown when both end; everything
+# PACED_WORKERS workers, in the background, their output shown once they end; everything
 # else (the CPU-bound tests) on TEST_WORKERS workers. A file's tests stay on one worker,
-# the longest files first (tests/conftest.py's order). Then the tests marked realtime (timed
-# against a scenario's pace: they need a quiet machine, not one to themselves) on
-# REALTIME_WORKERS; then the tests marked serial, one at a time.
+# the longest files first (tests/conftest.py's order). Once the CPU-bound tests end, the
+# tests marked realtime (timed against a scenario's pace: they need a quiet machine, not
+# one to themselves, and the paced tests leave it mostly idle) on REALTIME_WORKERS; last,
+# the tests marked serial, one at a time.
 # MARK narrows each part, e.g. make test MARK='not slow'.
 TEST_WORKERS ?= 4
-PACED_WORKERS ?= 4
+PACED_WORKERS ?= 3
 REALTIME_WORKERS ?= 3
 MARK ?= 
 marks = -m "$(if $(strip $(MARK)),($(MARK)) and )$(1)"
@@ -55,10 +56,10 @@ test: setup
 	@log=$$(mktemp); \
 	 $(call part,-n $(PACED_WORKERS) $(parallel) $(call marks,paced and not serial and not realtime)) \
 	   > $$log 2>&1 & paced=$$!; trap 'kill $$paced 2>/dev/null' INT TERM; \
-	 $(pytest) -n $(TEST_WORKERS) $(parallel) $(call marks,not paced and not serial and not realtime) $(PYTEST_ARGS); \
-	 main=$$?; wait $$paced; paced=$$?; echo; cat $$log; rm -f $$log; \
-	 [ $$main -eq 0 ] && [ $$paced -eq 0 ] \
-	 && $(call part,-n $(REALTIME_WORKERS) --dist load $(call marks,realtime)) \
+	 $(pytest) -n $(TEST_WORKERS) $(parallel) $(call marks,not paced and not serial and not realtime) $(PYTEST_ARGS) \
+	 && $(call part,-n $(REALTIME_WORKERS) --dist load $(call marks,realtime)); \
+	 ok=$$?; wait $$paced; paced=$$?; echo; cat $$log; rm -f $$log; \
+	 [ $$ok -eq 0 ] && [ $$paced -eq 0 ] \
 	 && $(call part,$(call marks,serial))
 
 bench: setup
