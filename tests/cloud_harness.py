@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import paho.mqtt.client as mqtt
+import spark_cds
 import yaml
 from paho.mqtt.enums import CallbackAPIVersion
 
@@ -50,6 +51,8 @@ class CloudProcess:
     def __init__(self, args: list[str], log_path: Path, env: dict[str, str] | None = None, *,
                  prefix: list[str] | None = None) -> None:
         """``prefix``: what the command runs under (``ip netns exec NS``: on another network host)."""
+        if args[:1] in (["spark"], ["run"]):
+            spark_cds.wait_for_archive()          # a Spark driver: with the class archive
         self.log_path = log_path
         self._log = open(log_path, "ab")
         self.proc = subprocess.Popen([*(prefix or []), sys.executable, "-m", "edgewave.cloud.cli", *args],
