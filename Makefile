@@ -34,38 +34,32 @@ $(VENV)/.interpreter: FORCE
 
 FORCE:
 
-# The suite in three parts, the first two at once. The tests marked realtime (timed against
-# a scenario's pace: they need CPU the moment they ask for it) run at normal priority on
-# REALTIME_WORKERS. Everything else runs at the lowest CPU priority there is (IDLE, Linux's
-# SCHED_IDLE: only on CPU that would otherwise idle), in two pytest runs: the tests marked
-# paced (they spend their time waiting on real time: a recording at its pace, reconnects,
-# timeouts) on PACED_WORKERS workers, and the CPU-bound ones on TEST_WORKERS. A file's
-# tests stay on one worker, the longest files first (tests/conftest.py's order). The
-# background runs' output is shown once all three end. Last, at normal priority, the tests
-# marked serial, one at a time.
+# The suite in three parts. First, two pytest runs at once: the tests marked paced (they
+# spend their time waiting on real time: a recording at its pace, reconnects, timeouts) on
+# PACED_WORKERS workers, in the background, their output shown once they end; everything
+# else (the CPU-bound tests) on TEST_WORKERS workers. A file's tests stay on one worker,
+# the longest files first (tests/conftest.py's order). Once the CPU-bound tests end, the
+# tests marked realtime (timed against a scenario's pace: they need a quiet machine, not
+# one to themselves, and the paced tests leave it mostly idle) on REALTIME_WORKERS; last,
+# the tests marked serial, one at a time.
 # MARK narrows each part, e.g. make test MARK='not slow'.
 TEST_WORKERS ?= 4
 PACED_WORKERS ?= 3
 REALTIME_WORKERS ?= 3
-IDLE ?= chrt --idle 0
 MARK ?= 
 marks = -m "$(if $(strip $(MARK)),($(MARK)) and )$(1)"
 pytest = $(PY) -m pytest -q -p no:cacheprovider
-# A part that MARK leaves empty (pytest's exit code 5) is not a failure. $(2): what it runs under.
-part = { $(2) $(pytest) $(1) $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]; }
+# A part that MARK leaves empty (pytest's exit code 5) is not a failure.
+part = { $(pytest) $(1) $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]; }
 parallel = --dist loadfile --no-loadscope-reorder
 test: setup
-	@rtlog=$$(mktemp); pacedlog=$$(mktemp); \
-	 $(call part,-n $(REALTIME_WORKERS) --dist load $(call marks,realtime and not serial)) \
-	   > $$rtlog 2>&1 & realtime=$$!; \
-	 $(call part,-n $(PACED_WORKERS) $(parallel) $(call marks,paced and not serial and not realtime),$(IDLE)) \
-	   > $$pacedlog 2>&1 & paced=$$!; \
-	 trap 'kill $$realtime $$paced 2>/dev/null' INT TERM; \
-	 $(IDLE) $(pytest) -n $(TEST_WORKERS) $(parallel) $(call marks,not paced and not serial and not realtime) \
-	   $(PYTEST_ARGS); main=$$?; \
-	 wait $$realtime; realtime=$$?; wait $$paced; paced=$$?; \
-	 echo; cat $$rtlog $$pacedlog; rm -f $$rtlog $$pacedlog; \
-	 [ $$main -eq 0 ] && [ $$realtime -eq 0 ] && [ $$paced -eq 0 ] \
+	@log=$$(mktemp); \
+	 $(call part,-n $(PACED_WORKERS) $(parallel) $(call marks,paced and not serial and not realtime)) \
+	   > $$log 2>&1 & paced=$$!; trap 'kill $$paced 2>/dev/null' INT TERM; \
+	 $(pytest) -n $(TEST_WORKERS) $(parallel) $(call marks,not paced and not serial and not realtime) $(PYTEST_ARGS) \
+	 && $(call part,-n $(REALTIME_WORKERS) --dist load $(call marks,realtime)); \
+	 ok=$$?; wait $$paced; paced=$$?; echo; cat $$log; rm -f $$log; \
+	 [ $$ok -eq 0 ] && [ $$paced -eq 0 ] \
 	 && $(call part,$(call marks,serial))
 
 bench: setup
