@@ -14,9 +14,9 @@ The price: a process start per document applied (about 0.5 s of CPU on the bench
 a few seconds on a Raspberry Pi 3), paid when the cloud pushes a document and at the first
 start from a bootstrap file; the child's memory is returned when it exits. A restart pays
 nothing: the config store keeps the reading beside the document (``reading_of``), tagged
-by the code that wrote it (``reading_tag``), and ``parsed_from`` gives it back. A child that crashes, runs past
-``READ_TIMEOUT_S`` or answers nonsense fails the document (``DocumentReaderFailed``),
-never the agent.
+by the code that wrote it (``reading_tag``), and ``parsed_from`` gives it back. A child
+that crashes, runs past ``READ_TIMEOUT_S`` or answers nonsense fails the document
+(``DocumentReaderFailed``), never the agent.
 """
 from __future__ import annotations
 
