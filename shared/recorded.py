@@ -85,14 +85,20 @@ def read_recorded(
     return _read(lines, errors)
 
 
+def _first_line(lines: Iterable[str | bytes]) -> tuple[str | bytes, Iterator[str | bytes]] | None:
+    """The first line, to tell text from bytes, and all the lines again; None when there is none."""
+    rest = iter(lines)
+    for first in rest:
+        return first, chain((first,), rest)
+    return None
+
+
 def _read(lines: Iterable[str | bytes], errors: list[NTriplesError] | None) -> Iterator[tuple[int, Triple]]:
     """``read_recorded`` without ``only_time``."""
-    lines = iter(lines)
-    for first in lines:
-        break
-    else:
+    peeked = _first_line(lines)
+    if peeked is None:
         return
-    lines = chain((first,), lines)
+    first, lines = peeked
     if isinstance(first, bytes):
         last = -1
         for line_no, line in enumerate(lines, 1):
@@ -152,12 +158,10 @@ def _read_times(lines: Iterable[str | bytes], errors: list[NTriplesError] | None
     the last line's once the run ends or the head changes). A text file is read as it is
     (its lines are text); other lines are looked at first for bytes."""
     if not isinstance(lines, io.TextIOBase):
-        lines = iter(lines)
-        for first in lines:
-            break
-        else:
+        peeked = _first_line(lines)
+        if peeked is None:
             return
-        lines = chain((first,), lines)
+        first, lines = peeked
         if isinstance(first, bytes):  # decoded line by line: the strict path, runs not worth it
             yield from _read(lines, errors)
             return

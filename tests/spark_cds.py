@@ -83,22 +83,26 @@ def wait_for_archive(timeout: float = 120.0) -> None:
     first job: 15 instead of 4.5), and on a clean clone the archive takes a minute or so."""
     options = os.environ.get("JAVA_TOOL_OPTIONS", "")
     archive = archive_path(options) if "-XX:SharedArchiveFile=" not in options else None
-    if archive is None or archive.exists() or not (CACHE / "make-archive.lock").exists():
-        if archive is not None and archive.exists():
-            os.environ["JAVA_TOOL_OPTIONS"] = with_archive(options, archive)
+    if archive is None:
         return
+    if not archive.exists() and (CACHE / "make-archive.lock").exists():
+        _wait_for_maker(timeout)
+    if archive.exists():
+        os.environ["JAVA_TOOL_OPTIONS"] = with_archive(options, archive)
+
+
+def _wait_for_maker(timeout: float) -> None:
+    """Until no process holds the archive's lock (the maker holds it exclusively), at most ``timeout`` s."""
     deadline = time.monotonic() + timeout
     with open(CACHE / "make-archive.lock", "a") as lock:
         while time.monotonic() < deadline:
             try:
-                fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)    # the maker holds it exclusively
+                fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
             except BlockingIOError:
                 time.sleep(0.5)
                 continue
             fcntl.flock(lock, fcntl.LOCK_UN)
-            break
-    if archive.exists():
-        os.environ["JAVA_TOOL_OPTIONS"] = with_archive(options, archive)
+            return
 
 
 def make(java_options: str) -> Path | None:

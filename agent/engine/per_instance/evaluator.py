@@ -408,9 +408,8 @@ class InstanceEvaluator:
                 p = triple[1]
                 quiet = inert.get(p)
                 if quiet is None:
-                    quiet = inert[p] = (p != RDF_TYPE and (epsilon is None or not self._links_of_predicate(p))
-                                        and accepts is not None and p not in accepts)
                     plain[p] = p != RDF_TYPE and (epsilon is None or not self._links_of_predicate(p))
+                    quiet = inert[p] = plain[p] and accepts is not None and p not in accepts
                 if triple[0] != triple[2]:  # a self-loop has epsilon links of its own
                     if quiet:
                         if ts != tail:
