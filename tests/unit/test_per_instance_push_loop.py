@@ -73,3 +73,47 @@ def test_push_many_reports_what_push_reports(seed: int, n: int, step: str, laten
         assert many.late_triples == one.late_triples
     window, reference = many.windows["<urn:w>"], one.windows["<urn:w>"]
     assert (window.latest, window.start, window.end) == (reference.latest, reference.start, reference.end)
+
+
+SCHEMA = [(f"<{EX}Leaf>", "<http://www.w3.org/2000/01/rdf-schema#subClassOf>", f"<{EX}Mid>"),
+          (f"<{EX}Mid>", "<http://www.w3.org/2000/01/rdf-schema#subClassOf>", f"<{EX}Top>")]
+TYPED_QUERIES = [  # rdf:type read with a variable class, with a constant one, and not at all
+    f"""REGISTER RSTREAM <q> AS PREFIX : <{EX}>
+SELECT ?c (COUNT(*) AS ?n) FROM NAMED WINDOW <urn:w> ON <urn:s> [RANGE PT3S STEP PT1S]
+WHERE {{ WINDOW <urn:w> {{ ?o :value ?v . ?o a ?c }} }} GROUP BY ?c""",
+    f"""REGISTER RSTREAM <q> AS PREFIX : <{EX}>
+SELECT ?v (COUNT(*) AS ?n) FROM NAMED WINDOW <urn:w> ON <urn:s> [RANGE PT3S STEP PT1S]
+WHERE {{ WINDOW <urn:w> {{ ?o :value ?v ; a :Top }} }} GROUP BY ?v""",
+    f"""REGISTER RSTREAM <q> AS PREFIX : <{EX}>
+SELECT (COUNT(*) AS ?n) FROM NAMED WINDOW <urn:w> ON <urn:s> [RANGE PT3S STEP PT1S]
+WHERE {{ WINDOW <urn:w> {{ ?o :value ?v }} }}""",
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10 ** 6), st.integers(1, 80), st.sampled_from(range(len(TYPED_QUERIES))), st.booleans(),
+       st.integers(1, 20))
+def test_push_many_types_as_push(seed: int, n: int, query: int, schema: bool, slice_size: int) -> None:
+    """rdf:type triples of classes the schema gives superclasses (a bundle), of classes it
+    gives none (the triple as it is), self-typed, late: push_many as push."""
+    rng = random.Random(seed)
+    items, ts = [], 1_000
+    for _ in range(n):
+        ts += rng.choice([0, 1, 400, 1500])
+        at = ts - rng.choice([0, 0, 0, 700])
+        o = f"<{EX}o{rng.randint(1, 4)}>"
+        if rng.random() < 0.4:
+            items.append((at, (o, f"<{EX}value>", f'"{rng.randint(1, 3)}"')))
+        else:
+            cls = rng.choice([f"<{EX}Leaf>", f"<{EX}Mid>", f"<{EX}Top>", f"<{EX}Other>", o])
+            items.append((at, (o, "<http://www.w3.org/1999/02/22-rdf-syntax-ns#type>", cls)))
+    triples = SCHEMA if schema else []
+    one = InstanceEvaluator(TYPED_QUERIES[query], triples)
+    many = InstanceEvaluator(TYPED_QUERIES[query], triples)
+    expected = [r.as_json() for r in _by_push(one, items)]
+    got: list = []
+    for start in range(0, len(items), slice_size):
+        many.push_many(items[start:start + slice_size], "<urn:s>", got.extend)
+    got += many.finish()
+    assert [r.as_json() for r in got] == expected
+    assert (many.triples_in, many.entailed) == (one.triples_in, one.entailed)

@@ -61,14 +61,15 @@ def _key_reader(keys: tuple, child: Node) -> Callable[[Row], tuple]:
 
 
 class _Group:
-    """A group's weight and aggregate states. ``pending``: decimals the join-aggregate node
-    added to the first state (a SUM or AVG) without counting them there (its ``n`` and
-    ``by_rank[1]``, counts that only ``result`` reads): counted in at read-off (``settle``)."""
-    __slots__ = ("weight", "states", "first", "head", "pending")
+    """A group's weight and aggregate states. ``counted``: the part of the weight counted
+    in the first state (a SUM or AVG) where the join-aggregate node adds decimals to it
+    without counting them there (its ``n`` and ``by_rank[1]``, counts that only ``result``
+    reads): the rest, ``weight - counted``, is counted in at read-off (``settle``)."""
+    __slots__ = ("weight", "states", "first", "head", "counted")
 
     def __init__(self, specs: Sequence[AggregateSpec]):
         self.weight = 0
-        self.pending = 0
+        self.counted = 0
         self.states = [spec.state() for spec in specs]
         if self.states:
             self.head = self.states[0]
@@ -76,10 +77,11 @@ class _Group:
 
     def settle(self) -> None:
         """The decimals added and not counted, counted in the first state."""
+        pending = self.weight - self.counted
         state = self.head
-        state.n += self.pending
-        state.by_rank[1] += self.pending
-        self.pending = 0
+        state.n += pending
+        state.by_rank[1] += pending
+        self.counted = self.weight
 
 
 _XSD_INTEGER = "<http://www.w3.org/2001/XMLSchema#integer>"
@@ -123,6 +125,7 @@ class AggregateNode(Node):
         self.specs = tuple(specs)
         self.implicit = implicit  # no GROUP BY: one group, reported even when empty
         self.groups: dict[tuple, _Group] = {}
+        self._settles = False  # whether a group's weight may hold decimals not yet counted (_Group)
         # where each result value comes from: ("state", i), ("key", position) or ("weight",)
         self._sources: list[tuple] = []
         live: list[AggregateSpec] = []
@@ -245,8 +248,9 @@ class AggregateNode(Node):
         plan = [(0 if source[0] == "state" else 1 if source[0] == "key" else 2, source[-1]) for source in self._sources]
         out = []
         append = out.append
+        settles = self._settles
         for key, group in groups:
-            if group.pending:
+            if settles and group.weight != group.counted:
                 group.settle()
             states = group.states  # each state is the source of one value: its result is read once
             append(tuple([states[at].result() if kind == 0 else key[at] if kind == 1

@@ -375,7 +375,8 @@ def _decimal_of_str(slot: int, general: Callable[[Row], Any]) -> Callable[[Row],
         term = row[slot]
         if term.__class__ is str and term[:1] == '"' and "\\" not in term:
             lexical = term[1:term.rfind('"')].strip()
-            if _DECIMAL_LEXICAL(lexical):
+            # digits with at most one point (the usual form) without the regular expression
+            if (lexical.isascii() and lexical.replace(".", "", 1).isdigit()) or _DECIMAL_LEXICAL(lexical):
                 return Decimal(lexical)
         return general(row)
     return value
@@ -392,7 +393,7 @@ def _decimal_of_term(slot: int, general: Callable[[Row], Any]) -> Callable[[Row]
         term = row[slot]
         if term.__class__ is str and term.endswith(suffix) and term[:1] == '"' and "\\" not in term:
             lexical = term[1:cut]
-            if _DECIMAL_LEXICAL(lexical):
+            if (lexical.isascii() and lexical.replace(".", "", 1).isdigit()) or _DECIMAL_LEXICAL(lexical):
                 return Decimal(lexical)
         return general(row)
     return value

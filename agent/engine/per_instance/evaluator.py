@@ -32,6 +32,8 @@ from .windows import WindowContent
 Triple = tuple
 
 
+# what _push_one_window makes of a predicate (its ``kinds``)
+KEEP, QUIET, TYPE, OTHER = "keep", "quiet", "type", "other"
 TYPED_MEMO = 4096  # rdf:type triples whose entailments push_many keeps (then forgets them all)
 
 
@@ -185,6 +187,12 @@ class InstanceEvaluator:
             if derived is not None and derived != triple:
                 out.append(derived)
         return out
+
+    def _links_of_class(self, o: str) -> list:
+        links = self._class_links.get(o)
+        if links is None:
+            links = self._class_links[o] = self.epsilon.links_for_class(o)
+        return links
 
     def _links_of_predicate(self, p: str) -> list:
         links = self._predicate_links.get(p)
@@ -357,7 +365,18 @@ class InstanceEvaluator:
         window, accepts = target
         add, witness, entail, advance = window.add, window.witness, self._entailed, self.advance
         epsilon = self.epsilon
-        plain: dict[str, bool] = {}  # predicate (not rdf:type) -> its triples entail nothing
+        # predicate -> KEEP: its triples entail nothing and a pattern reads them; QUIET: they
+        # entail nothing and none does (the window keeps their time); TYPE: rdf:type; OTHER
+        kinds: dict[str, object] = {}
+
+        def kind_of(p: str) -> object:
+            if p == RDF_TYPE:
+                return TYPE
+            if epsilon is not None and self._links_of_predicate(p):
+                return OTHER
+            return KEEP if accepts is None or p in accepts else QUIET
+        bare_classes: dict[str, bool] = {}  # class -> an rdf:type triple of it entails nothing
+        type_kept = accepts is None or RDF_TYPE in accepts
         # an rdf:type triple that entails more -> (how many more, what enters the window: a
         # bundle, the one triple a pattern reads, or None)
         typed: dict[Triple, tuple] = {}
@@ -406,21 +425,12 @@ class InstanceEvaluator:
                             witness(ts)
                     continue
                 p = triple[1]
-                quiet = inert.get(p)
-                if quiet is None:
-                    plain[p] = p != RDF_TYPE and (epsilon is None or not self._links_of_predicate(p))
-                    quiet = inert[p] = plain[p] and accepts is not None and p not in accepts
-                if triple[0] != triple[2]:  # a self-loop has epsilon links of its own
-                    if quiet:
-                        if ts != tail:
-                            if ts > tail:
-                                pending.append((ts, None))
-                                tail = ts
-                            else:
-                                witness(ts)
-                        continue
-                    if plain[p]:
-                        if accepts is None or p in accepts:
+                kind = kinds.get(p)
+                if kind is None:
+                    kind = kinds[p] = kind_of(p)
+                if kind is KEEP or kind is QUIET:
+                    if triple[0] != triple[2]:  # a self-loop has epsilon links of its own
+                        if kind is KEEP:
                             if ts >= tail:  # add(), written out
                                 pending.append((ts, triple))
                                 tail = ts
@@ -433,7 +443,27 @@ class InstanceEvaluator:
                             else:
                                 witness(ts)
                         continue
-                if p == RDF_TYPE:
+                elif kind is TYPE:
+                    # a class the schema gives nothing more: the triple as it is, as a plain
+                    # predicate's (an rdf:type triple has no links as a self-loop)
+                    bare = bare_classes.get(triple[2])
+                    if bare is None:
+                        bare = bare_classes[triple[2]] = epsilon is None or not self._links_of_class(triple[2])
+                    if bare:
+                        if type_kept:
+                            if ts >= tail:
+                                pending.append((ts, triple))
+                                tail = ts
+                            else:
+                                add(ts, triple)
+                        elif ts != tail:
+                            if ts > tail:
+                                pending.append((ts, None))
+                                tail = ts
+                            else:
+                                witness(ts)
+                        continue
+                if kind is TYPE:
                     # an instance's types repeat (a product named by every offer of it): what
                     # each entails is worked out once, and enters the window as one bundle
                     # (WindowContent); a type that entails nothing is not remembered

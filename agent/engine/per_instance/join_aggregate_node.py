@@ -62,6 +62,7 @@ class JoinAggregateNode(AggregateNode):
         # out once for all the groups it joins, and added as Sum._add_number adds a decimal
         # (a hand copy in a_activation's loop: a change to that branch goes there too)
         self._by_decimal = len(live) == 1 and live[0].by_value and live[0].function in ("Sum", "Avg")
+        self._settles = self._by_decimal
         arguments = tuple(spec.argument for spec in live)
         if len(arguments) == 1:
             only = arguments[0]
@@ -125,15 +126,13 @@ class JoinAggregateNode(AggregateNode):
                             group = groups[k_cell[1]] = _Group(live)
                         k_cell[2] = group
                     # Sum._add_number's decimal branch, written out: the sum here, the counts
-                    # (n, by_rank[1]) in the group's pending, counted in at read-off
+                    # (n, by_rank[1]) left to the group's weight, counted in at read-off
                     if k_cell[0] == 1:
                         group.head.decimal += product
-                        group.pending += weight
                         group.weight += weight
                     else:
                         w = weight * k_cell[0]
                         group.head.decimal += values * w
-                        group.pending += w
                         group.weight += w
                     if not group.weight:
                         del groups[k_cell[1]]
@@ -152,6 +151,7 @@ class JoinAggregateNode(AggregateNode):
                         for state, value in zip(group.states, values):
                             state.add(value, w)
                     group.weight += w
+                    group.counted += w  # counted by the states (_Group)
                     if not group.weight:
                         del groups[k_cell[1]]
             total = cell[0] + weight
@@ -174,6 +174,10 @@ class JoinAggregateNode(AggregateNode):
         for row, weight in delta:
             k = row[key_slot] if key_slot is not None else key_of(row)
             mine = k_memory.get(k)
+            if mine is None and weight and k not in a_memory:  # the first of its key, and nothing to pair with
+                k_memory[k] = {row: [weight, (row[group_slot],) if group_slot is not None else group_key_of(row),
+                                     _EMPTIED]}
+                continue
             cell = None if mine is None else mine.get(row)
             if cell is None:
                 cell = [0, (row[group_slot],) if group_slot is not None else group_key_of(row), _EMPTIED]
@@ -198,6 +202,7 @@ class JoinAggregateNode(AggregateNode):
                         for state, value in zip(group.states, values):
                             state.add(value, w)
                     group.weight += w
+                    group.counted += w  # counted by the states (_Group)
                     if not group.weight:
                         del groups[group_key]
             total = cell[0] + weight
