@@ -50,12 +50,13 @@ class StarNode(Node):
         self.inputs = tuple(inputs)
         self.m = m = len(inputs)
         # star variable -> [bucket per input]; bucket: triple (or solution) -> [weight, stamp,
-        # part], the part being what the input adds to a joined solution
+        # part], the part being what the input adds to a joined solution (three inputs: a
+        # bucket is None, one cell [weight, stamp, part, triple] or such a dict, activation3)
         self.memory: dict = {}
         self._stamps = count()
         self._others = tuple(tuple(j for j in range(m) if j != i) for i in range(m))
         self._order = tuple(range(m))
-        self._fresh = (lambda: [{}, {}, {}]) if m == 3 else (lambda: [{} for _ in range(m)])
+        self._fresh = lambda: [{} for _ in range(m)]
         activation = self.activation3 if m == 3 else self.activation
         for i, node in enumerate(inputs):
             # where the key and the part are read, in a triple or in a solution
@@ -132,7 +133,10 @@ class StarNode(Node):
         self.emit(out)
 
     def activation3(self, i: int, check, key_at: int, parts: tuple, delta: Delta) -> None:
-        """``activation`` for a star of three inputs (the usual one), its loops written out."""
+        """``activation`` for a star of three inputs (the usual one), its loops written out.
+        A key's buckets here are None when empty, the cell itself (``[weight, stamp, part,
+        triple]``) while they hold one solution, a dict of cells only while they hold more
+        (``_cells``): a solution joins single cells without a dict or a loop."""
         memory, stamps = self.memory, self._stamps
         a, b = self._others[i]
         one = parts[0] if len(parts) == 1 else None
@@ -145,49 +149,66 @@ class StarNode(Node):
             k = x[key_at]
             entry = memory.get(k)
             if entry is None:
-                entry = memory[k] = [{}, {}, {}]
-            own = entry[i]
-            cell = own.get(x)
+                entry = memory[k] = [None, None, None]
+                own = cell = None
+            else:
+                own = entry[i]
+                if own is None:
+                    cell = None
+                elif own.__class__ is list:
+                    cell = own if own[3] is x or own[3] == x else None
+                else:
+                    cell = own.get(x)
             if cell is None:
                 part = (x[one],) if one is not None else tuple([x[at] for at in parts])
             else:
                 part = cell[2]
             first, second = entry[a], entry[b]
-            if first and second:
-                if len(first) == 1 and len(second) == 1:
-                    for one_a in first.values():
-                        for one_b in second.values():
-                            w = weight * one_a[0] * one_b[0]
-                            if i == 2:
-                                append((one_a[2] + one_b[2] + part, w))
-                            elif i == 0:
-                                append((part + one_a[2] + one_b[2], w))
-                            else:
-                                append((one_a[2] + part + one_b[2], w))
+            if first is not None and second is not None:
+                if first.__class__ is list and second.__class__ is list:
+                    w = weight * first[0] * second[0]
+                    if i == 2:
+                        append((first[2] + second[2] + part, w))
+                    elif i == 0:
+                        append((part + first[2] + second[2], w))
+                    else:
+                        append((first[2] + part + second[2], w))
                 else:
                     self._pairs(entry, i, part, weight, append)
             if cell is None:
-                own[x] = [weight, next(stamps), part]
+                new = [weight, next(stamps), part, x]
+                if own is None:
+                    entry[i] = new
+                elif own.__class__ is list:
+                    entry[i] = {own[3]: own, x: new}
+                else:
+                    own[x] = new
             else:
                 total = cell[0] + weight
                 if total:
                     cell[0] = total
+                    continue
+                if own is cell:
+                    entry[i] = None
                 else:
                     del own[x]
-                    if not own and not first and not second:
-                        del memory[k]
+                    if len(own) == 1:
+                        for cell in own.values():
+                            entry[i] = cell
+                if first is None and second is None and entry[i] is None:
+                    del memory[k]
         self.emit(out)
 
     def _pairs(self, entry: list, i: int, part: tuple, weight: int, append) -> None:
         """A solution of input ``i`` joined with the other buckets, one holding more than
         one solution: the combinations in the chain's order (module docstring)."""
         m = self.m
-        after = [list(entry[j].values()) for j in range(i + 1, m)]
-        multi = sum(1 for j in range(i) if len(entry[j]) > 1)
+        after = [_cells(entry[j]) for j in range(i + 1, m)]
+        multi = sum(1 for j in range(i) if len(_cells(entry[j])) > 1)
         if i <= 1 or multi <= 1:
-            before = product(*(entry[j].values() for j in range(i)))
+            before = product(*(_cells(entry[j]) for j in range(i)))
         else:
-            before = _prefix([list(entry[j].values()) for j in range(i)])
+            before = _prefix([_cells(entry[j]) for j in range(i)])
         for head in before:
             w = weight
             joined = ()
@@ -202,6 +223,16 @@ class StarNode(Node):
                     row += cell[2]
                     total *= cell[0]
                 append((row, total))
+
+
+def _cells(bucket) -> list:
+    """A bucket's cells in the order they entered: a dict of them (``activation``, and
+    ``activation3`` while it holds more than one), one cell, or None (empty)."""
+    if bucket is None:
+        return []
+    if bucket.__class__ is list:
+        return [bucket]
+    return list(bucket.values())
 
 
 def _prefix(buckets: list) -> list:
