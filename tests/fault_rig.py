@@ -158,11 +158,17 @@ class Outcome:
     pending_at_kill: set[str] = field(default_factory=set)
     landed_ids: set[str] = field(default_factory=set)
     resent: int = 0                          # times the agent sent its unlanded events again (last run)
+    # (pattern, key) -> the landed matches' windows (epoch ms, start and end) and event ids
+    match_windows: dict = field(default_factory=dict)
 
     def problems(self) -> list[str]:
         found = []
         if self.matches != self.truth:
-            found.append(f"matches {dict(self.matches)} != truth {dict(self.truth)}")
+            differing = sorted(key for key in self.matches.keys() | self.truth.keys()
+                               if self.matches[key] != self.truth[key])
+            found.append("matches differ from the truth: " + "; ".join(
+                f"{key}: {self.matches[key]} landed {sorted(self.match_windows.get(key, []))}, "
+                f"{self.truth[key]} in the truth" for key in differing))
         if self.distinct != self.made:
             found.append(f"{self.distinct} distinct events landed of {self.made} the agent made")
         twice = [key for key, n in self.instances.items() if n > 1]
@@ -285,13 +291,18 @@ class Rig:
                           if r["kind"] == "match")
         instances = Counter((r["pattern"], r["windowStart"], r["windowEnd"]) for r in unique.values()
                             if r["kind"] == "instance")
+        windows: dict = {}
+        for r in unique.values():
+            if r["kind"] == "match":
+                key = (r["pattern"], _binding(r, key_variable(r["pattern"])))
+                windows.setdefault(key, []).append((r["windowStart"], r["windowEnd"], r["id"][-8:]))
         outbox = self.agent.data_dir / "outbox.db"
         return Outcome(truth=self.recording.truth, matches=matches, instances=instances,
                        made=_events_made(outbox) - len(_outbox_ids(outbox) - set(unique)), distinct=len(unique),
                        landed=len(records),
                        significant=sum(r["kind"] == "significant" for r in unique.values()), faults=self.faults,
                        agent_log=agent_log, pending_at_kill=self.pending_at_kill, landed_ids=set(unique),
-                       resent=resent)
+                       resent=resent, match_windows=windows)
 
     def _supervise(self) -> None:
         """An ingest worker that died (at a failpoint) is started again two seconds later, as
@@ -333,6 +344,9 @@ class Rig:
                     os.killpg(proc.proc.pid, signal.SIGCONT)
             time.sleep(down_s)
             self.agent.start()
+            # An absence (a sensor silent for 10 s) is timed by arrival: an outage near that long
+            # would fire one the truth does not have; the time back says how long this one was.
+            self.faults.append(f"agent back at {self.now_s():.1f}s")
         return action
 
 

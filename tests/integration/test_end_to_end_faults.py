@@ -32,7 +32,8 @@ def recording(tmp_path_factory):
 
 def check(outcome) -> None:  # noqa: ANN001
     print(outcome.summary())
-    assert outcome.problems() == [], outcome.summary()
+    problems = outcome.problems()
+    assert not problems, "\n".join([outcome.summary(), *problems])
     assert outcome.faults, "no fault was injected"
 
 
