@@ -53,7 +53,9 @@ class JoinAggregateNode(AggregateNode):
         self._k_slot = k_side.slots[self._on[0]] if one else None
         self._a_is_left = a_is_left
         # join key -> {A solution: [weight, argument values]}, {K solution: [weight, group key,
-        # its group]}: a group is looked up again only once it has emptied (weight 0)
+        # its group]}: a group is looked up again only once it has emptied (weight 0); a K
+        # solution of weight 1 that has had no A solution to pair with since it entered is
+        # stored as it is, its cell made when one comes (_materialized)
         self.a_memory: dict = {}
         self.k_memory: dict = {}
         live = self._live
@@ -108,14 +110,25 @@ class JoinAggregateNode(AggregateNode):
             k = row[key_slot] if key_slot is not None else key_of(row)
             mine = a_memory.get(k)
             cell = None if mine is None else mine.get(row)
-            if cell is None:
-                cell = [0, values_of(row) if n else None]
-                if mine is None:
-                    mine = a_memory[k] = {row: cell}
+            if cell is None:  # the memory first (the loops below do not read it)
+                values = values_of(row) if n else None
+                if weight:
+                    if mine is None:
+                        a_memory[k] = {row: [weight, values]}
+                    else:
+                        mine[row] = [weight, values]
+            else:
+                values = cell[1]
+                total = cell[0] + weight
+                if total:
+                    cell[0] = total
                 else:
-                    mine[row] = cell
-            values = cell[1]
+                    del mine[row]
+                    if not mine:
+                        del a_memory[k]
             bucket = k_memory.get(k)
+            if bucket.__class__ is tuple:  # a lone K solution, stored as it is (k_activation)
+                bucket = self._materialized(k, bucket)
             if bucket and by_decimal and values.__class__ is Decimal:  # the loop below, the product once
                 product = values * weight
                 for k_cell in bucket.values():
@@ -154,13 +167,14 @@ class JoinAggregateNode(AggregateNode):
                     group.counted += w  # counted by the states (_Group)
                     if not group.weight:
                         del groups[k_cell[1]]
-            total = cell[0] + weight
-            if total:
-                cell[0] = total
-            else:
-                del mine[row]
-                if not mine:
-                    del a_memory[k]
+
+    def _materialized(self, k, row: Row) -> dict:
+        """The K memory's bucket for ``k`` made of the lone solution stored there as it is
+        (weight 1, no A solution of its key since it entered): the cell ``k_activation``
+        would have given it."""
+        group_key = (row[self._group_slot],) if self._group_slot is not None else self._group_key(row)
+        bucket = self.k_memory[k] = {row: [1, group_key, _EMPTIED]}
+        return bucket
 
     def k_activation(self, delta: Delta) -> None:
         """K's solutions entering or leaving: each pairs with the A solutions of its join
@@ -174,10 +188,15 @@ class JoinAggregateNode(AggregateNode):
         for row, weight in delta:
             k = row[key_slot] if key_slot is not None else key_of(row)
             mine = k_memory.get(k)
-            if mine is None and weight and k not in a_memory:  # the first of its key, and nothing to pair with
-                k_memory[k] = {row: [weight, (row[group_slot],) if group_slot is not None else group_key_of(row),
-                                     _EMPTIED]}
-                continue
+            if mine is None:
+                if weight == 1 and k not in a_memory:  # the first of its key, and nothing to pair with
+                    k_memory[k] = row  # a lone solution: its cell is made when it is needed
+                    continue
+            elif mine.__class__ is tuple:
+                if weight == -1 and (mine is row or mine == row):  # a lone solution leaves: it paired with nothing
+                    del k_memory[k]
+                    continue
+                mine = self._materialized(k, mine)
             cell = None if mine is None else mine.get(row)
             if cell is None:
                 cell = [0, (row[group_slot],) if group_slot is not None else group_key_of(row), _EMPTIED]
