@@ -19,6 +19,7 @@ from decimal import Decimal
 from typing import Callable, Optional, Sequence
 
 from .aggregate_node import AggregateNode, AggregateSpec, _Group
+from .pattern_node import PatternNode
 from .solutions import Delta, Node, Row
 
 
@@ -92,6 +93,16 @@ class JoinAggregateNode(AggregateNode):
             self.inputs = (k_side, a_side)
         self.inputs[0].connect(self.left_activation)
         self.inputs[1].connect(self.right_activation)
+        pattern = getattr(k_side, "pattern", None)
+        if (isinstance(k_side, PatternNode) and k_side._activate is not None and self._k_slot is not None
+                and self._group_slot is not None and pattern[0][:1] == "?" and pattern[2][:1] == "?"):
+            # a pattern ``?s <p> ?o`` (distinct variables): k_activation takes its triples as
+            # they are, a triple standing for its solution (they correspond one to one) and
+            # the join key and the group key read at their places in the triple
+            at = {t[1:]: i for i, t in enumerate(pattern) if t[:1] == "?"}
+            self._k_slot = at[k_side.variables[self._k_slot]]
+            self._group_slot = at[k_side.variables[self._group_slot]]
+            k_side.activate = self.k_activation
 
     def label(self) -> str:
         side = "left" if self._a_is_left else "right"
@@ -177,10 +188,10 @@ class JoinAggregateNode(AggregateNode):
         return bucket
 
     def k_activation(self, delta: Delta) -> None:
-        """K's solutions entering or leaving: each pairs with the A solutions of its join
-        key, all in its one group. The mirror of ``a_activation`` (a memory cell per
-        solution, a group looked up again once it has emptied): a change to one goes to the
-        other."""
+        """K's solutions entering or leaving (or the triples of K's pattern, ``__init__``):
+        each pairs with the A solutions of its join key, all in its one group. The mirror
+        of ``a_activation`` (a memory cell per solution, a group looked up again once it has
+        emptied): a change to one goes to the other."""
         groups, live, a_memory, k_memory = self.groups, self._live, self.a_memory, self.k_memory
         key_of, group_key_of, group_slot = self._k_key, self._group_key, self._group_slot
         key_slot = self._k_slot
