@@ -23,8 +23,9 @@ added one by one.
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left
 from collections import deque
-from itertools import count
+from itertools import count, repeat
 from typing import Optional
 
 Triple = tuple
@@ -120,8 +121,12 @@ class WindowContent:
         content, late_content = self.content, self.late_content
         leave = self._leave
         sources = self.sources
-        while content and content[0][0] < start:
-            triple = content.popleft()[1]
+        # the content is in time order: the entries before start counted once (bisect: an
+        # entry (ts, x) is before (start,) exactly when ts < start), then taken in turn
+        expired = bisect_left(content, (start,)) if content and content[0][0] < start else 0
+        popleft = content.popleft
+        for _ in repeat(None, expired):
+            triple = popleft()[1]
             if triple is None:
                 continue
             if triple.__class__ is list:  # _leave_bundle, written out
@@ -150,7 +155,32 @@ class WindowContent:
             if triple is not None:
                 leave(triple, changes)
         pending, late_pending = self.pending, self.late_pending
-        if not late_pending:  # the loop below without late arrivals, the entry moved as it is
+        if (pending and not late_pending and pending[-1][0] < end and pending[0][0] >= start
+                and (not content or content[-1][0] <= pending[0][0])):
+            # every pending entry enters, after the content's last: moved all at once (the
+            # usual move, the stream in time order and no lateness), then counted in
+            content.extend(pending)
+            for _, triple in pending:
+                if triple is None:
+                    continue
+                if triple.__class__ is list:  # _enter_bundle, written out
+                    source = triple[0]
+                    before = sources.get(source, 0)
+                    sources[source] = before + 1
+                    if before:
+                        continue
+                    for triple in triple[1]:
+                        before = copies.get(triple, 0)
+                        copies[triple] = before + 1
+                        if not before:
+                            changes.append((triple, 1))
+                    continue
+                before = copies.get(triple, 0)
+                copies[triple] = before + 1
+                if not before:
+                    changes.append((triple, 1))
+            pending.clear()
+        elif not late_pending:  # the loop below without late arrivals, the entry moved as it is
             latest = content[-1][0] if content else None
             while pending and pending[0][0] < end:
                 entry = pending.popleft()
