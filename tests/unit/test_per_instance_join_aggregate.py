@@ -204,3 +204,17 @@ def test_edgewave_match_prints_what_the_plain_path_prints(name: str, tmp_path, c
         outputs.append(capsys.readouterr().out)
     assert outputs[0] == outputs[1]
     assert outputs[0].count("\n") > 3
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(-10 ** 30, 10 ** 30), st.integers(-40, 12)), min_size=1, max_size=6),
+       st.booleans())
+def test_avg_of_decimals_is_value_terms_quotient(numbers: list, with_int: bool) -> None:
+    """AVG over decimals writes its quotient as ``filters.value_term`` does (``Avg.result``
+    writes the lexical form itself where ``str`` gives it): exponents large and small, zeros."""
+    state = Avg(False, True)
+    for coefficient, exponent in numbers:
+        state.add(Decimal(coefficient).scaleb(exponent), 1)
+    if with_int:
+        state.add(3, 1)
+    assert state.result() == filters.value_term((state.decimal + state.exact) / state.n)

@@ -24,6 +24,8 @@ from typing import Optional
 from ..filters import EVAL_FAILURES, LangString, Single, _arith, term_value, value_term
 from .term_order import Descending, order_key
 
+_XSD_DECIMAL = "http://www.w3.org/2001/XMLSchema#decimal"
+
 _RANKS = {int: 0, Decimal: 1, Single: 2, float: 3}
 
 
@@ -147,9 +149,15 @@ class Avg(Sum):
         by_rank = self.by_rank
         if not (by_rank[2] or by_rank[3]):  # no float or double: the decimal quotient _arith gives
             try:
-                return value_term((self.decimal + self.exact if by_rank[1] else Decimal(self.exact)) / self.n)
+                quotient = (self.decimal + self.exact if by_rank[1] else Decimal(self.exact)) / self.n
             except EVAL_FAILURES:
                 return None
+            # value_term's decimal lexical form: str() gives format(quotient, "f") wherever it
+            # writes no exponent (an exponent of at most 0, an adjusted exponent of at least -6)
+            text = str(quotient)
+            if "E" in text:
+                return value_term(quotient)
+            return f'"{text}"^^<{_XSD_DECIMAL}>' if "." in text else f'"{text}.0"^^<{_XSD_DECIMAL}>'
         try:
             return value_term(_arith("/", self.total(), self.n))
         except EVAL_FAILURES:

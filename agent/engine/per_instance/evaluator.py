@@ -591,7 +591,8 @@ class InstanceEvaluator:
         self.instances_reported += 1
         variables = self.network.read_off.variables
         return InstanceResult(self.query.name, start, instant, self.query.stream,
-                              [{v: t for v, t in zip(variables, row) if t is not None} for row in rows])
+                              [dict(zip(variables, row)) if None not in row  # every variable bound
+                               else {v: t for v, t in zip(variables, row) if t is not None} for row in rows])
 
     def _read_off(self) -> list:
         if self.network.aggregate is not None:
