@@ -19,7 +19,7 @@ triples arrive a little out of order.
 """
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from typing import Callable, Iterable, NamedTuple, Optional
 
 from ..epsilon import EpsilonNetwork, Schema, derive
@@ -70,14 +70,9 @@ class _Dataset:
     def apply(self, changes: list) -> None:
         """Each node gets the changes it can match, in their order; the nodes are activated
         in the order of the first change each gets (that order decides the order of rows)."""
-        by_predicate: dict[str, list] = {}
+        by_predicate: defaultdict[str, list] = defaultdict(list)  # in the order of each one's first change
         for change in changes:
-            p = change[0][1]
-            same = by_predicate.get(p)
-            if same is None:
-                by_predicate[p] = [change]
-            else:
-                same.append(change)
+            by_predicate[change[0][1]].append(change)
         per_node: dict[PatternNode, list] = {}
         for p, same in by_predicate.items():
             for node in self.by_predicate.get(p, ()):
@@ -428,15 +423,17 @@ class InstanceEvaluator:
                 kind = kinds.get(p)
                 if kind is None:
                     kind = kinds[p] = kind_of(p)
-                if kind is KEEP or kind is QUIET:
+                if kind is KEEP:
                     if triple[0] != triple[2]:  # a self-loop has epsilon links of its own
-                        if kind is KEEP:
-                            if ts >= tail:  # add(), written out
-                                pending.append((ts, triple))
-                                tail = ts
-                            else:
-                                add(ts, triple)
-                        elif ts != tail:
+                        if ts >= tail:  # add(), written out
+                            pending.append((ts, triple))
+                            tail = ts
+                        else:
+                            add(ts, triple)
+                        continue
+                elif kind is QUIET:
+                    if triple[0] != triple[2]:
+                        if ts != tail:
                             if ts > tail:
                                 pending.append((ts, None))
                                 tail = ts

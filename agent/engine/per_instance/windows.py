@@ -170,14 +170,16 @@ class WindowContent:
                     if before:
                         continue
                     for triple in triple[1]:
-                        before = copies.get(triple, 0)
-                        copies[triple] = before + 1
-                        if not before:
+                        if triple in copies:
+                            copies[triple] += 1
+                        else:
+                            copies[triple] = 1
                             changes.append((triple, 1))
                     continue
-                before = copies.get(triple, 0)
-                copies[triple] = before + 1
-                if not before:
+                if triple in copies:
+                    copies[triple] += 1
+                else:
+                    copies[triple] = 1
                     changes.append((triple, 1))
             pending.clear()
         elif not late_pending:  # the loop below without late arrivals, the entry moved as it is
@@ -201,14 +203,16 @@ class WindowContent:
                     if before:
                         continue
                     for triple in triple[1]:
-                        before = copies.get(triple, 0)
-                        copies[triple] = before + 1
-                        if not before:
+                        if triple in copies:
+                            copies[triple] += 1
+                        else:
+                            copies[triple] = 1
                             changes.append((triple, 1))
                     continue
-                before = copies.get(triple, 0)
-                copies[triple] = before + 1
-                if not before:
+                if triple in copies:
+                    copies[triple] += 1
+                else:
+                    copies[triple] = 1
                     changes.append((triple, 1))
         while True:
             if late_pending and (not pending or late_pending[0][0] < pending[0][0]):
