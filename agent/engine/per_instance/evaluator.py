@@ -167,9 +167,7 @@ class InstanceEvaluator:
             return [triple]
         s, p, o = triple
         if p == RDF_TYPE:
-            links = self._class_links.get(o)
-            if links is None:
-                links = self._class_links[o] = epsilon.links_for_class(o)
+            links = self._links_of_class(o)
         elif s == o:  # a self-loop has links of its own (epsilon.links_for_predicate)
             return [triple, *epsilon.entail(triple)]
         else:
@@ -286,7 +284,7 @@ class InstanceEvaluator:
         inert: dict[str, bool] = {}
         n = late = entailed_count = 0
         if len(targets) == 1:
-            return self._push_one_window(items, targets[0], inert, report)
+            return self._push_one_window(items, targets[0], report)
         try:
             for ts, triple in items:  # push(), written out: the loop every streamed triple takes
                 n += 1
@@ -344,7 +342,7 @@ class InstanceEvaluator:
                     and all(a is not None and p not in a for a in accepts))
         return only_time
 
-    def _push_one_window(self, items: Iterable[tuple[int, Triple]], target: tuple, inert: dict,
+    def _push_one_window(self, items: Iterable[tuple[int, Triple]], target: tuple,
                          report: Optional[Callable[[list[InstanceResult]], None]]) -> int:
         """``push_many``'s loop for a stream that one window reads (the usual query): the
         loop over windows left out, and a triple the schema entails nothing from handed on
