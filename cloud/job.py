@@ -27,7 +27,7 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlparse
 
 from edgewave.shared import failpoints
@@ -299,7 +299,41 @@ def _grouping_id(names: tuple[str, ...]) -> int:
     return bits
 
 
-def batch_aggregates(batch: "DataFrame") -> BatchAggregates:
+class AggregateColumns(NamedTuple):
+    """The column expressions of ``batch_aggregates``, made once per query and used by every batch.
+
+    Each PySpark function call is a round trip to the JVM that looks ``functions`` up in every
+    package PySpark imports, a search through Spark's jars for each miss: some forty of them a
+    batch when the expressions were made per batch."""
+    rows: tuple[Any, ...]      # the batch's columns, its match bindings exploded alongside
+    derived: tuple[Any, ...]   # the delay's bucket, the binding's variable and value, the row's first binding
+    sums: tuple[Any, ...]      # the aggregates of every grouping set
+
+
+def aggregate_columns() -> AggregateColumns:
+    from pyspark.sql import functions as F
+
+    c = F.col
+    empty = F.lit("")
+    one = F.lit(1).cast("long")
+    return AggregateColumns(
+        rows=("rejected", F.coalesce("gateway", empty).alias("gateway"),
+              F.coalesce("pattern", empty).alias("pattern"), "kind",
+              F.coalesce("sensor", empty).alias("sensor"), F.coalesce("property", empty).alias("property"),
+              F.expr("(windowEnd div 60000) * 60000").alias("minute_ms"),
+              (c("ingestTime") - c("windowEnd")).alias("delay"),
+              F.posexplode_outer(F.when(~c("rejected") & (c("kind") == "match"), c("bindings"))).alias("pos", "b")),
+        derived=(delay_bucket_column("delay").alias("bucket_ms"),
+                 F.coalesce("b.variable", empty).alias("variable"), F.coalesce("b.value", empty).alias("value"),
+                 (c("pos").isNull() | (c("pos") == 0)).alias("first")),
+        sums=(F.grouping_id().cast("long").alias("gid"),
+              F.sum(F.when(c("first"), one).otherwise(0)).alias("n"),
+              F.sum(F.when(c("pos").isNotNull(), one).otherwise(0)).alias("nb"),
+              F.sum(F.when(c("first"), c("delay"))).alias("total"),
+              F.min("delay").alias("low"), F.max("delay").alias("high")))
+
+
+def batch_aggregates(batch: "DataFrame", columns: AggregateColumns | None = None) -> BatchAggregates:
     """One micro-batch's contribution to every aggregate, computed by Spark, collected small.
 
     ``batch`` is a batch of ``landing_stream``: events and rejected lines. The
@@ -309,30 +343,12 @@ def batch_aggregates(batch: "DataFrame") -> BatchAggregates:
     itself). The same job counts the rejected lines; only a batch that has
     some runs a second job to collect them with their reasons (few, each cut
     to RECORD_LIMIT_BYTES): the reason is a large expression, and most batches
-    need none.
+    need none. ``columns``: the expressions (``aggregate_columns``), made here if not given.
     """
-    from pyspark.sql import functions as F
-
-    c = F.col
-    empty = F.lit("")
-    rows = (batch
-            .select("rejected", F.coalesce("gateway", empty).alias("gateway"),
-                    F.coalesce("pattern", empty).alias("pattern"), "kind",
-                    F.coalesce("sensor", empty).alias("sensor"), F.coalesce("property", empty).alias("property"),
-                    F.expr("(windowEnd div 60000) * 60000").alias("minute_ms"),
-                    (c("ingestTime") - c("windowEnd")).alias("delay"),
-                    F.posexplode_outer(F.when(~c("rejected") & (c("kind") == "match"), c("bindings")))
-                    .alias("pos", "b"))
-            .select("*", delay_bucket_column("delay").alias("bucket_ms"),
-                    F.coalesce("b.variable", empty).alias("variable"), F.coalesce("b.value", empty).alias("value"),
-                    (c("pos").isNull() | (c("pos") == 0)).alias("first")))
-    one = F.lit(1).cast("long")
-    grouped = (rows.groupingSets([list(names) for names in _GROUPING_SETS.values()], *_GROUPING_COLUMNS)
-               .agg(F.grouping_id().cast("long").alias("gid"),
-                    F.sum(F.when(c("first"), one).otherwise(0)).alias("n"),
-                    F.sum(F.when(c("pos").isNotNull(), one).otherwise(0)).alias("nb"),
-                    F.sum(F.when(c("first"), c("delay"))).alias("total"),
-                    F.min("delay").alias("low"), F.max("delay").alias("high")))
+    columns = columns or aggregate_columns()
+    grouped = (batch.select(*columns.rows).select("*", *columns.derived)
+               .groupingSets([list(names) for names in _GROUPING_SETS.values()], *_GROUPING_COLUMNS)
+               .agg(*columns.sums))
     ids = {tag: _grouping_id(names) for tag, names in _GROUPING_SETS.items()}
     result = BatchAggregates()
     rejected = 0
@@ -391,6 +407,7 @@ class AggregateSink:
         self._query_id: str | None = None
         self._query_id_set = threading.Event()
         self._db: Any = None
+        self._columns: AggregateColumns | None = None
 
     def set_query_id(self, query_id: str) -> None:
         """The streaming query's id (stable across restarts from the same checkpoint)."""
@@ -410,7 +427,9 @@ class AggregateSink:
         failpoints.crash_at("batch_start", batch_id)
         batch = batch.persist()
         try:
-            partial = batch_aggregates(batch)
+            if self._columns is None:
+                self._columns = aggregate_columns()
+            partial = batch_aggregates(batch, self._columns)
             if partial.rows == 0 and not partial.rejected:  # a no-data batch (the watermark moved)
                 return
             aggregated = time.monotonic()
@@ -443,38 +462,48 @@ _SCANS_BY_QUERY: dict[str, int] = {}
 """How many times the running query with this id reads each landing line (see _two_scan_stream)."""
 
 
-def _progress_listener() -> Any:
-    from pyspark.sql.streaming import StreamingQueryListener
+class ProgressLog:
+    """One log line per micro-batch (rows in, rates, duration, de-duplication state), read from
+    the query's own progress in the job's main loop.
 
-    class ProgressLog(StreamingQueryListener):
-        """One log line per micro-batch: rows in, rates, duration, de-duplication state."""
+    Not a StreamingQueryListener: PySpark hands a Python listener each event converted from
+    the JVM's objects, iterating every Java map of it to its end, and each end is a Java
+    exception that PySpark classifies with a dozen reflective class lookups, each a search
+    through Spark's jars. For the small batches of a few hundred events that made about a
+    sixth of the driver's CPU (JFR, docs/benchmarks.md). ``lastProgress`` is one call and
+    one JSON document; ``recentProgress`` fills the gap when several batches ended between
+    two looks (back-to-back batches of ``--available-now``)."""
 
-        def onQueryStarted(self, event: Any) -> None:
-            log.info("query started id=%s run=%s", event.id, event.runId)
+    def __init__(self) -> None:
+        self._last: tuple[int, str] | None = None     # (batchId, timestamp) of the last progress logged
 
-        def onQueryProgress(self, event: Any) -> None:
-            p = event.progress
-            state_rows = sum(op.numRowsTotal for op in (p.stateOperators or []))
-            dropped_late = sum(op.numRowsDroppedByWatermark for op in (p.stateOperators or []))
-            durations = p.durationMs or {}
-            scans = _SCANS_BY_QUERY.get(str(p.id), 1)  # a checkpoint begun with two scans counts each line twice
-            log.info("progress batch=%d rows_in=%d input_rows_per_s=%.1f processed_rows_per_s=%.1f "
-                     "batch_ms=%s sink_and_state_ms=%s dedup_state_rows=%d dropped_late=%d", p.batchId,
-                     p.numInputRows // scans, (p.inputRowsPerSecond or 0.0) / scans,
-                     (p.processedRowsPerSecond or 0.0) / scans,
-                     durations.get("triggerExecution"), durations.get("addBatch"), state_rows, dropped_late)
-            if dropped_late:
-                log.warning("dropped late batch=%d events=%d: ingest time older than the de-duplication "
-                            "horizon (spark.dedup_horizon) behind the newest seen; not counted (see docs/cloud.md)",
-                            p.batchId, dropped_late)
+    def poll(self, query: "StreamingQuery") -> None:
+        """Log the progress reports that appeared since the last poll, oldest first."""
+        newest = query.lastProgress
+        if newest is None or (newest.batchId, newest.timestamp) == self._last:
+            return
+        reports = [newest]
+        if self._last is None or newest.batchId > self._last[0] + 1:
+            reports = [p for p in query.recentProgress if self._last is None or p.timestamp > self._last[1]]
+        for progress in reports:
+            self._log(progress)
+            self._last = (progress.batchId, progress.timestamp)
 
-        def onQueryIdle(self, event: Any) -> None:
-            pass
-
-        def onQueryTerminated(self, event: Any) -> None:
-            log.info("query terminated id=%s exception=%s", event.id, event.exception)
-
-    return ProgressLog()
+    @staticmethod
+    def _log(p: Any) -> None:
+        state_rows = sum(op.numRowsTotal for op in (p.stateOperators or []))
+        dropped_late = sum(op.numRowsDroppedByWatermark for op in (p.stateOperators or []))
+        durations = p.durationMs or {}
+        scans = _SCANS_BY_QUERY.get(str(p.id), 1)  # a checkpoint begun with two scans counts each line twice
+        log.info("progress batch=%d rows_in=%d input_rows_per_s=%.1f processed_rows_per_s=%.1f "
+                 "batch_ms=%s sink_and_state_ms=%s dedup_state_rows=%d dropped_late=%d", p.batchId,
+                 p.numInputRows // scans, (p.inputRowsPerSecond or 0.0) / scans,
+                 (p.processedRowsPerSecond or 0.0) / scans,
+                 durations.get("triggerExecution"), durations.get("addBatch"), state_rows, dropped_late)
+        if dropped_late:
+            log.warning("dropped late batch=%d events=%d: ingest time older than the de-duplication "
+                        "horizon (spark.dedup_horizon) behind the newest seen; not counted (see docs/cloud.md)",
+                        p.batchId, dropped_late)
 
 
 def _is_local(path: str) -> bool:
@@ -576,16 +605,20 @@ def run_job(settings: CloudSettings, *, master: str | None = None, extra_conf: d
     stopping = threading.Event()
     stop_on_signals(log, "spark job", stopping.set)
     try:
-        spark.streams.addListener(_progress_listener())
         query = start_query(spark, settings, available_now=available_now)
+        log.info("query started id=%s run=%s", query.id, query.runId)
+        progress = ProgressLog()
         try:
             while query.isActive and not stopping.is_set():
                 query.awaitTermination(1)
+                progress.poll(query)
             if query.isActive:
                 query.stop()
+            progress.poll(query)
             error = query.exception()
         except Exception as exc:  # StreamingQueryException and friends carry the cause
             error = exc
+        log.info("query terminated id=%s exception=%s", query.id, error)
         if error is not None:
             log.error("spark job failed: %s", str(error).splitlines()[0] if str(error) else type(error).__name__)
             return 1
