@@ -18,7 +18,6 @@ from __future__ import annotations
 import heapq
 from abc import ABC, abstractmethod
 from decimal import Decimal
-from fractions import Fraction
 from typing import Optional
 
 from ..filters import EVAL_FAILURES, LangString, Single, _arith, term_value, value_term
@@ -90,7 +89,7 @@ class Sum(Aggregate):
         self.by_rank = [0, 0, 0, 0]  # how many ints, decimals, floats, doubles
         self.exact = 0  # ints
         self.decimal = Decimal(0)
-        self.binary = Fraction(0)  # floats and doubles, exactly
+        self.binary = 0  # floats and doubles, exactly (a Fraction once one comes: fractions imported then)
         if self.by_value:
             self.add = self._add_number
 
@@ -123,6 +122,8 @@ class Sum(Aggregate):
         elif rank == 1:
             self.decimal += number * weight
         else:
+            from fractions import Fraction
+
             self.binary += Fraction(float(number)) * weight
 
     def total(self):
@@ -131,6 +132,8 @@ class Sum(Aggregate):
             return self.exact
         if rank == 1:
             return self.decimal + self.exact
+        from fractions import Fraction
+
         value = float(self.binary + Fraction(self.decimal) + self.exact)
         return Single(value) if rank == 2 else value
 
