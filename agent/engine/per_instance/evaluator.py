@@ -403,7 +403,10 @@ class InstanceEvaluator:
                     due, closed, holds, tail = state()
                 if ts < closed:
                     late += 1
-                if not holds:  # where this window's next instance ends may have moved
+                if not holds and (ts < tail or tail < 0):
+                    # where this window's next instance ends may have moved: while the content
+                    # is empty it is worked out from the first pending entry, which an entry
+                    # after the last pending one (ts >= tail) leaves as it is
                     self._next = False
                     due = -1
                 if triple.__class__ is int:  # a run of triples only timed (read_recorded's only_time)
