@@ -29,9 +29,15 @@
    (ingestTime) to the last landing-file write (mtime), so process start-up is left out.
    Printed: each round, the mean rates, their ratio with a 90 % interval over the pairs of
    rounds resampled, and ingest's CPU per event (target: with keys within 10 % of without).
+5. Small batches: the CPU of the whole Spark job (driver process and JVM) over a landing zone
+   of 1,800 events in 26 files read two files a trigger (13 batches of about 130 events, what
+   a quiet fleet sends each trigger, where a batch's fixed costs dominate), from start until
+   every event is counted; the job of --small-baseline REV on the same landing zone as the
+   baseline, runs alternating (ABAB).
 
     python tests/benchmarks/bench_cloud.py [--quick] [--job-only] [--job-copies N] [--baseline REV]
     python tests/benchmarks/bench_cloud.py --acks-only [--quick] [--ack-rounds N]   # part 4 alone
+    python tests/benchmarks/bench_cloud.py --small-batches [--small-baseline REV]   # part 5 alone
 """
 from __future__ import annotations
 
@@ -54,7 +60,8 @@ import paho.mqtt.client as mqtt  # noqa: E402
 import psutil  # noqa: E402
 import yaml  # noqa: E402
 from broker_process import MosquittoBroker  # noqa: E402
-from cloud_harness import CloudProcess, landing_record, query, total_events, wait_for, write_config  # noqa: E402
+from cloud_harness import (CloudProcess, fill_landing_zone, landing_record, query, total_events,  # noqa: E402
+                           wait_for, write_config)
 from cloud_workload import make_workload, publish  # noqa: E402
 from edgewave.cloud.landing import LandingZone, read_records  # noqa: E402
 from edgewave.shared import topics  # noqa: E402
@@ -71,6 +78,9 @@ JOB_EVENTS = 30_000
 """Unique events of the workload the job's landing zone holds copies of."""
 BASELINE_REVISION = "6491339"
 """The revision whose job the throughput is compared against (--baseline)."""
+SMALL_BASELINE_REVISION = "3cf9c4a"
+"""The revision whose job the small batches' CPU is compared against (--small-baseline): the job
+with a Python StreamingQueryListener and its column expressions made per batch."""
 TARGET_ACK_COST = 0.10
 """Ingest's rate with landed acknowledgements may be at most this much below its rate without."""
 
@@ -223,6 +233,28 @@ def job_throughput(tmp: Path, landing: Path, unique: int, files: int, source: Pa
           f"~{statistics.mean(r for r, _ in steady):,.0f} rows, {statistics.mean(ms for _, ms in steady):,.0f} ms "
           f"each: {rate:,.0f} events/s", flush=True)
     return rate
+
+
+def small_batches_cpu(tmp: Path, source: Path | None = None) -> float:
+    """CPU seconds of the whole job (driver and JVM) from start until every event of a small landing
+    zone is counted, two files a trigger. ``source``: the job of that tree (baseline_source)."""
+    tmp.mkdir()
+    workload = make_workload(unique=1500, duplicates=200, out_of_order=100, gateways=3, seed=5)
+    files = fill_landing_zone(tmp / "landing" / "events", workload.sequence)
+    config = write_config(tmp, spark={"max_files_per_trigger": 2, "trigger_seconds": 1})
+    env = {"PYTHONPATH": str(source)} if source is not None else None
+    job = CloudProcess(["spark", "--config", str(config)], tmp / "job.log", env=env)
+    try:
+        wait_for(lambda: total_events(tmp / "cloud.db") >= len(workload.unique), 600, "all events counted",
+                 alive=job, interval=0.5)
+        root = psutil.Process(job.proc.pid)
+        cpu = sum(_cpu(p) for p in [root, *root.children(recursive=True)])
+    finally:
+        job.stop()
+    batches = len(re.findall(r"aggregates batch=\d+ events=[1-9]", job.log()))
+    print(f"  {'baseline' if source else 'this job'}: {cpu:.1f} CPU s for {len(workload.sequence):,} records "
+          f"in {files} files, {batches} batches", flush=True)
+    return cpu
 
 
 def ingest_drain_rate(tmp: Path, broker: MosquittoBroker, events: list[dict], workers: int) -> float:
@@ -420,6 +452,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", default=BASELINE_REVISION, metavar="REV",
                         help="the git revision whose job runs as the throughput baseline (default %(default)s)")
     parser.add_argument("--acks-only", action="store_true", help="only landed acknowledgements (part 4)")
+    parser.add_argument("--small-batches", action="store_true", help="only the job's CPU on small batches (part 5)")
+    parser.add_argument("--small-baseline", default=SMALL_BASELINE_REVISION, metavar="REV",
+                        help="the git revision whose job runs as the small batches' baseline (default %(default)s)")
+    parser.add_argument("--small-rounds", type=int, default=2, metavar="N",
+                        help="runs of each job in part 5, alternating (default %(default)s)")
     parser.add_argument("--ack-rounds", type=int, default=None, metavar="N",
                         help="pairs of drains with and without keys in part 4 (default 2, 4 without --quick)")
     args = parser.parse_args(argv)
@@ -432,6 +469,21 @@ def main(argv: list[str] | None = None) -> int:
             acks = landed_ack_rates(Path(tmpdir), ack_events, ack_pairs)
         print()
         return 0 if report_acks(acks) or args.quick else 1
+    if args.small_batches:
+        with tempfile.TemporaryDirectory(prefix="bench-cloud-") as tmpdir:
+            tmp = Path(tmpdir)
+            source = baseline_source(tmp, args.small_baseline)
+            print(f"Spark job on small batches, this job against {args.small_baseline}'s, "
+                  f"{args.small_rounds} runs each:", flush=True)
+            ours, theirs = [], []
+            for i in range(args.small_rounds):
+                theirs.append(small_batches_cpu(tmp / f"small-baseline-{i}", source))
+                ours.append(small_batches_cpu(tmp / f"small-{i}"))
+        ours_runs, theirs_runs = (", ".join(f"{c:.1f}" for c in runs) for runs in (ours, theirs))
+        print(f"\nSpark job on small batches: {statistics.mean(ours):.1f} CPU s (runs {ours_runs}); "
+              f"the job of {args.small_baseline}: {statistics.mean(theirs):.1f} CPU s (runs {theirs_runs}); "
+              f"this/baseline = {statistics.mean(ours) / statistics.mean(theirs):.2f}")
+        return 0
     probes = 5 if args.quick else 15
     events = 30_000 if args.quick else 150_000
     copies = args.job_copies or (4 if args.quick else 10)
