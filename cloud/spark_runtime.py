@@ -43,12 +43,22 @@ def java_executable() -> str | None:
 
 
 def java_major_version(java: str) -> int | None:
-    """The major version `java -version` reports (8 for 1.8), or None if unreadable."""
+    """The major version of ``java`` (8 for 1.8), or None if unreadable.
+
+    From its JDK's ``release`` file when there is one (every JDK since 9, and most 8s, ship
+    it beside ``bin/``), which costs no JVM start; else what `java -version` reports (a JVM
+    started for it: about a third of a second of CPU at every start of the job)."""
+    release = Path(java).resolve().parent.parent / "release"
     try:
-        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    match = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+        match = re.search(r'^JAVA_VERSION="(\d+)(?:\.(\d+))?', release.read_text(errors="replace"), re.MULTILINE)
+    except OSError:
+        match = None
+    if match is None:
+        try:
+            out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        match = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
     if not match:
         return None
     major = int(match.group(1))
