@@ -20,13 +20,20 @@ import yaml
 from edgewave.cloud import registry
 from edgewave.cloud.aggregates import BatchAggregates, apply_batch, delay_bucket, ensure_aggregate_schema
 from edgewave.cloud.database import open_database, transaction
-from edgewave.cloud.dashboard.auth import hash_password
+from argon2 import PasswordHasher
 
 REPO = Path(__file__).resolve().parent.parent
 MINUTE = 60_000
 PASSWORDS = {"alice": "alice-operator-pw", "victor": "victor-viewer-pw"}
 ROLES = {"alice": "operator", "victor": "viewer"}
 OFFLINE_AFTER_S = 300
+# The test users' passwords are argon2id hashes as the dashboard reads them (it verifies with
+# the parameters written in the hash), made at argon2's lowest cost: with the shipped
+# parameters (64 MiB, 3 passes, 4 lanes) every hash and every login costs 0.23 s of CPU, and
+# the suite writes dashboard configs and logs in some hundreds of times. `edgewave-cloud
+# add-user` and its tests keep the shipped parameters (tests/unit/test_dashboard_auth.py,
+# tests/integration/test_dashboard_service.py).
+_FIXTURE_HASHER = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
 LAGGING_AFTER_S = 600
 
 
@@ -45,8 +52,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def fixture_password_hash(password: str) -> str:
+    """An argon2id hash of a test user's password, at argon2's lowest cost (see _FIXTURE_HASHER)."""
+    return _FIXTURE_HASHER.hash(password)
+
+
 def write_dashboard_config(tmp: Path, port: int, database: Path | None = None, **dashboard: Any) -> Path:
-    users = {name: {"role": ROLES[name], "password_hash": hash_password(pw)} for name, pw in PASSWORDS.items()}
+    users = {name: {"role": ROLES[name], "password_hash": fixture_password_hash(pw)} for name, pw in PASSWORDS.items()}
     cfg = {
         "database": str(database or tmp / "cloud.db"),
         "landing_zone": str(tmp / "landing"),

@@ -21,8 +21,8 @@ import pytest
 from agent_harness import ALARM, KEY, AgentProcess
 from broker_process import MosquittoBroker
 from cloud_harness import CloudProcess, query, wait_for, write_config
-from dashboard_data import PASSWORDS, ROLES, chromium, free_port, save_screenshot, wait_until_serving
-from edgewave.cloud.dashboard.auth import hash_password
+from dashboard_data import (PASSWORDS, ROLES, chromium, fixture_password_hash, free_port, save_screenshot,
+                            wait_until_serving)
 from edgewave.shared.configdoc import load_config_document
 
 
@@ -66,7 +66,7 @@ def rig(tmp_path_factory) -> Iterator[Rig]:
     local = MosquittoBroker(tmp / "local-broker").start()
     cloud_broker = MosquittoBroker(tmp / "cloud-broker").start()
     port = free_port()
-    users = {name: {"role": ROLES[name], "password_hash": hash_password(pw)} for name, pw in PASSWORDS.items()}
+    users = {name: {"role": ROLES[name], "password_hash": fixture_password_hash(pw)} for name, pw in PASSWORDS.items()}
     config = write_config(tmp, cloud_broker, gateways={"gw1": {"key": KEY}}, push={"ack_timeout_s": 30},
                           dashboard={"host": "127.0.0.1", "port": port, "users": users,
                                      "secret_key_file": str(tmp / "dashboard-secret")})

@@ -29,8 +29,8 @@ import yaml
 from agent_harness import ALARM, AVERAGE, KEY, AgentProcess, Publisher, alarm, observation
 from broker_process import MosquittoBroker
 from cloud_harness import CloudProcess, query, wait_for, write_config
-from dashboard_data import PASSWORDS, ROLES, HttpSession, free_port, save_screenshot, wait_until_serving
-from edgewave.cloud.dashboard.auth import hash_password
+from dashboard_data import (PASSWORDS, ROLES, HttpSession, fixture_password_hash, free_port, save_screenshot,
+                            wait_until_serving)
 from edgewave.shared.secret_files import write_private
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -91,7 +91,7 @@ def pipeline(tmp_path_factory) -> Iterator[Pipeline]:
     local = MosquittoBroker(tmp / "local-broker").start()
     cloud_broker = MosquittoBroker(tmp / "cloud-broker").start()
     port = free_port()
-    users = {name: {"role": ROLES[name], "password_hash": hash_password(pw)} for name, pw in PASSWORDS.items()}
+    users = {name: {"role": ROLES[name], "password_hash": fixture_password_hash(pw)} for name, pw in PASSWORDS.items()}
     write_private(tmp / "metrics-token", METRICS_TOKEN + "\n")
     config = write_config(tmp, cloud_broker, dashboard={
         "host": "127.0.0.1", "port": port, "users": users, "secret_key_file": str(tmp / "dashboard-secret"),
