@@ -8,7 +8,7 @@ import sqlite3
 import time
 
 import pytest
-from cloud_harness import CloudProcess
+from cloud_harness import CloudProcess, wait_for
 from cloud_workload import make_workload
 from fleet_rig import NOT_AUTHORIZED, Creds, FleetRig, Probe, cloud_cli, running_fleet
 
@@ -124,7 +124,8 @@ def test_ingest_receives_every_event_of_every_gateway(fleet, tmp_path):
     ingest = CloudProcess(["ingest", "--config", str(fleet.config)], tmp_path / "ingest.log")
     publishers = {gw: fleet.gateway_probe(gw) for gw in ("gw1", "gw2", "gw3")}
     try:
-        time.sleep(2)      # ingest subscribed
+        # Subscribed: with no subscriber the broker drops an event (PUBACK 16, no matching subscribers).
+        wait_for(lambda: "ingest connected" in ingest.log(), 60, "ingest connected and subscribing", alive=ingest)
         for event in workload.sequence:
             assert publishers[event["gateway"]].publish(f"ew/{event['gateway']}/events", encode_event(event)) == 0
         expected = {e["id"] for e in workload.unique}
