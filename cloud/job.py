@@ -469,8 +469,8 @@ class ProgressLog:
     Not a StreamingQueryListener: PySpark hands a Python listener each event converted from
     the JVM's objects, iterating every Java map of it to its end, and each end is a Java
     exception that PySpark classifies with a dozen reflective class lookups, each a search
-    through Spark's jars. For the small batches of a few hundred events that made about a
-    sixth of the driver's CPU (JFR, docs/benchmarks.md). ``lastProgress`` is one call and
+    through Spark's jars: on batches of a hundred-odd events, a sixth of the JVM's CPU samples
+    (docs/benchmarks.md, ``bench_cloud.py`` part 5). ``lastProgress`` is one call and
     one JSON document; ``recentProgress`` fills the gap when several batches ended between
     two looks (back-to-back batches of ``--available-now``)."""
 

@@ -60,7 +60,7 @@ KEY_VARIABLE = {"intrusion": "building"}
 # sensor never went quiet. The truth is a perfect observer's; such a match is the documented
 # behaviour, accepted only when its deadline lies inside an outage the rig caused.
 ABSENCE_PATTERNS = frozenset({"silent-sensor-in-alarm"})
-OUTAGE_SLACK_MS = 1000      # the idle clock fires a deadline within half a second of the restart
+OUTAGE_SLACK_MS = 1000      # "back" is when the rig saw the agent subscribed; its backlog arrives just after
 
 Message = tuple[float, str, bytes]          # seconds from the start, topic, payload
 
