@@ -155,45 +155,29 @@ class WindowContent:
             if triple is not None:
                 leave(triple, changes)
         pending, late_pending = self.pending, self.late_pending
+        entered = ()   # the entries that enter, counted in after they moved
         if (pending and not late_pending and pending[-1][0] < end and pending[0][0] >= start
                 and (not content or content[-1][0] <= pending[0][0])):
             # every pending entry enters, after the content's last: moved all at once (the
-            # usual move, the stream in time order and no lateness), then counted in
+            # usual move, the stream in time order and no lateness), then counted in below
             content.extend(pending)
-            for _, triple in pending:
-                if triple is None:
-                    continue
-                if triple.__class__ is list:  # _enter_bundle, written out
-                    source = triple[0]
-                    before = sources.get(source, 0)
-                    sources[source] = before + 1
-                    if before:
-                        continue
-                    for triple in triple[1]:
-                        if triple in copies:
-                            copies[triple] += 1
-                        else:
-                            copies[triple] = 1
-                            changes.append((triple, 1))
-                    continue
-                if triple in copies:
-                    copies[triple] += 1
-                else:
-                    copies[triple] = 1
-                    changes.append((triple, 1))
-            pending.clear()
+            entered = pending
         elif not late_pending:  # the loop below without late arrivals, the entry moved as it is
+            entered = []
             latest = content[-1][0] if content else None
             while pending and pending[0][0] < end:
                 entry = pending.popleft()
-                ts, triple = entry
+                ts = entry[0]
                 if ts < start:
                     continue
                 if latest is None or ts >= latest:
                     content.append(entry)
                     latest = ts
                 else:
-                    heapq.heappush(late_content, (ts, next(self._sequence), triple))
+                    heapq.heappush(late_content, (ts, next(self._sequence), entry[1]))
+                entered.append(entry)
+        if entered:
+            for _, triple in entered:  # counted in, in the order they entered
                 if triple is None:
                     continue
                 if triple.__class__ is list:  # _enter_bundle, written out
@@ -214,6 +198,8 @@ class WindowContent:
                 else:
                     copies[triple] = 1
                     changes.append((triple, 1))
+            if entered is pending:
+                pending.clear()
         while True:
             if late_pending and (not pending or late_pending[0][0] < pending[0][0]):
                 if late_pending[0][0] >= end:
