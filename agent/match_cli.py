@@ -68,7 +68,7 @@ from edgewave.agent.engine.query import Query
 from edgewave.agent.engine.steps import stream_key
 from edgewave.shared.ntriples import NTriplesError, Triple, clear_term_caches
 from edgewave.shared.rdf_files import RdfFileError, read_text, read_triples
-from edgewave.shared.recorded import read_recorded
+from edgewave.shared.recorded import read_recorded, text_chunks
 
 
 _IRI_PREFIX = re.compile(r"^(<[^>]*>|[A-Za-z][A-Za-z0-9+.\-]*:[^=]*)=(.+)$")
@@ -105,9 +105,10 @@ def _open(path: str) -> IO[str]:
     ``utf-8-sig`` drops a byte-order mark at the start, as editors on Windows write one;
     a BOM anywhere else is still an error of its line."""
     if path == "-":
-        return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8-sig", errors="surrogateescape", newline="\n")
+        return text_chunks(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8-sig", errors="surrogateescape",
+                                            newline="\n"))
     try:
-        return open(path, encoding="utf-8-sig", errors="surrogateescape", newline="\n")
+        return text_chunks(open(path, encoding="utf-8-sig", errors="surrogateescape", newline="\n"))
     except OSError as exc:
         raise UsageError(f"{path}: {exc.strerror}") from None
 

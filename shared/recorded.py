@@ -37,6 +37,7 @@ __all__ = [
 
 
 MAX_TIMESTAMP = 2 ** 63 - 1
+READ_CHUNK = 1 << 16  # bytes a recorded stream's text file reads and decodes at a time (text_chunks)
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 
@@ -392,7 +393,16 @@ def open_recorded(
         yield read_recorded(_without_bom(source), errors)
         return
     with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="\n") as fh:
-        yield read_recorded(fh, errors)
+        yield read_recorded(text_chunks(fh), errors)
+
+
+def text_chunks(fh: io.TextIOWrapper) -> io.TextIOWrapper:
+    """A text file read ``READ_CHUNK`` bytes at a time, its lines as before: the
+    ``utf-8-sig`` decoder (which drops a byte-order mark) is Python code, called once a
+    chunk, and at TextIOWrapper's default of 8 KiB (about 48 BSBM lines) its calls cost
+    about a sixth of iterating the lines."""
+    fh._CHUNK_SIZE = READ_CHUNK  # TextIOWrapper's own setting (the C and the pure-Python io)
+    return fh
 
 
 def _without_bom(lines: IO[bytes] | IO[str]) -> Iterator[bytes | str]:
