@@ -13,11 +13,13 @@ from hypothesis import strategies as st
 
 from edgewave.shared.ntriples import NTriplesError, make_iri, make_literal, make_quoted
 from edgewave.shared.recorded import (
+    READ_CHUNK,
     RecordedStreamError,
     format_recorded_line,
     open_recorded,
     parse_recorded_line,
     read_recorded,
+    text_chunks,
     write_recorded,
 )
 
@@ -153,6 +155,31 @@ def test_invalid_utf8_is_reported_against_its_line(tmp_path: Path) -> None:
     assert "invalid UTF-8" in errors[0].reason
     with open_recorded(path) as stream, pytest.raises(RecordedStreamError, match=f"line 2, column {column}: invalid UTF-8"):
         list(stream)
+
+
+def test_a_file_read_in_large_chunks_gives_what_the_default_chunks_give(tmp_path: Path) -> None:
+    """open_recorded reads READ_CHUNK bytes at a time (text_chunks): lines, characters of
+    several bytes and an invalid byte falling across two chunks read as with TextIOWrapper's
+    default chunk size, errors included."""
+    word = "caf\u00e9 \u65e5"  # two and three bytes in UTF-8
+    # lengths vary, so that chunk ends fall anywhere in a line
+    lines = [format_recorded_line(i, (S, P, make_literal(word * (i % 13) + str(i)))) + "\n"
+             for i in range(4 * READ_CHUNK // 60)]
+    raw = "".join(lines).encode()
+    at = raw.index(b"\n", READ_CHUNK - 20) + 1  # a line with an invalid byte across the first chunk's end
+    raw = raw[:at] + f'{len(lines)}\t{S} {P} "'.encode() + b"x" * (READ_CHUNK - at) + b'\xe9" .\n' + raw[at:]
+    path = tmp_path / "stream.tsv"
+    path.write_bytes(raw)
+    expected_errors: list[NTriplesError] = []
+    with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="\n") as fh:
+        expected = list(read_recorded(fh, expected_errors))
+    errors: list[NTriplesError] = []
+    with open_recorded(path, errors) as stream:
+        assert list(stream) == expected
+    assert len(expected) == len(lines) and len(errors) == 1 and "invalid UTF-8" in errors[0].reason
+    assert [(e.line, e.column, e.reason) for e in errors] == [(e.line, e.column, e.reason) for e in expected_errors]
+    with open(path, encoding="utf-8") as fh:
+        assert text_chunks(fh)._CHUNK_SIZE == READ_CHUNK
 
 
 def test_a_byte_order_mark_is_dropped_at_the_start_only(tmp_path: Path) -> None:
