@@ -34,33 +34,28 @@ $(VENV)/.interpreter: FORCE
 
 FORCE:
 
-# The suite in three parts. First, two pytest runs at once: the tests marked paced (they
-# spend their time waiting on real time: a recording at its pace, reconnects, timeouts) on
-# PACED_WORKERS workers, in the background, their output shown once they end; everything
-# else (the CPU-bound tests) on TEST_WORKERS workers. A file's tests stay on one worker,
-# the longest files first (tests/conftest.py's order). Once the CPU-bound tests end, the
-# tests marked realtime (timed against a scenario's pace: they need a quiet machine, not
-# one to themselves, and the paced tests leave it mostly idle) on REALTIME_WORKERS; last,
-# the tests marked serial, one at a time.
+# The suite in two parts. First, two pytest runs at once: the tests marked paced or realtime
+# (they spend their time waiting on real time: a recording at its pace, reconnects, timeouts)
+# on PACED_WORKERS workers, in the background, their output shown once they end; everything
+# else (the CPU-bound tests) on TEST_WORKERS workers. A file's tests stay on one worker, the
+# longest files first (tests/conftest.py's order). Last, the tests marked serial, one at a time.
 # MARK narrows each part, e.g. make test MARK='not slow'.
 TEST_WORKERS ?= 4
-PACED_WORKERS ?= 3
-REALTIME_WORKERS ?= 3
+PACED_WORKERS ?= 4
 MARK ?= 
 marks = -m "$(if $(strip $(MARK)),($(MARK)) and )$(1)"
-# The test files that mention a mark: the paced, realtime and serial parts collect only those
-# (pytest still selects by the mark) instead of importing every test module on every worker.
-marked = $(if $(strip $(PYTEST_ARGS)),,$(shell grep -rl --include='test_*.py' 'mark\.$(1)' tests))
+# The test files that mention a mark: the paced and serial parts collect only those (pytest
+# still selects by the mark) instead of importing every test module on every worker.
+marked = $(if $(strip $(PYTEST_ARGS)),,$(shell grep -rlE --include='test_*.py' 'mark\.($(1))' tests))
 pytest = $(PY) -m pytest -q -p no:cacheprovider
 # A part that MARK leaves empty (pytest's exit code 5) is not a failure.
 part = { $(pytest) $(1) $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]; }
 parallel = --dist loadfile --no-loadscope-reorder
 test: setup
 	@log=$$(mktemp); \
-	 $(call part,-n $(PACED_WORKERS) $(parallel) $(call marks,paced and not serial and not realtime) $(call marked,paced)) \
-	   > $$log 2>&1 & paced=$$!; trap 'kill $$paced 2>/dev/null' INT TERM; \
-	 $(pytest) -n $(TEST_WORKERS) $(parallel) $(call marks,not paced and not serial and not realtime) $(PYTEST_ARGS) \
-	 && $(call part,-n $(REALTIME_WORKERS) --dist load $(call marks,realtime) $(call marked,realtime)); \
+	 $(call part,-n $(PACED_WORKERS) $(parallel) $(call marks,(paced or realtime) and not serial) \
+	   $(call marked,paced|realtime)) > $$log 2>&1 & paced=$$!; trap 'kill $$paced 2>/dev/null' INT TERM; \
+	 $(pytest) -n $(TEST_WORKERS) $(parallel) $(call marks,not paced and not serial and not realtime) $(PYTEST_ARGS); \
 	 ok=$$?; wait $$paced; paced=$$?; echo; cat $$log; rm -f $$log; \
 	 [ $$ok -eq 0 ] && [ $$paced -eq 0 ] \
 	 && $(call part,$(call marks,serial) $(call marked,serial))
