@@ -584,6 +584,11 @@ def fast_predicate(token: str) -> str | None:
     return _predicates.get(token) or _learn(_predicates, token, _predicate_token, _CANONICAL_SUBJECT)
 
 
+def subject_cache() -> dict[str, str]:
+    """The fast path's cache of subject tokens, as ``object_cache`` is of object tokens."""
+    return _subjects
+
+
 def object_cache() -> dict[str, str]:
     """The fast path's cache of object tokens (raw token -> canonical term), for a loop that
     looks a token up itself before calling ``fast_object``; emptied in place, never replaced."""

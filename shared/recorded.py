@@ -24,7 +24,7 @@ from itertools import chain
 from typing import IO, Callable, Iterable, Iterator
 
 from .ntriples import (NTriplesError, Triple, fast_object, fast_predicate, fast_subject, fast_tail, object_cache,
-                       parse_line, serialize)
+                       parse_line, serialize, subject_cache)
 
 __all__ = [
     "RecordedStreamError",
@@ -109,9 +109,11 @@ def _read(lines: Iterable[str | bytes], errors: list[NTriplesError] | None) -> I
                 yield item
         return
     subject, tail, checked = fast_subject, fast_tail, _checked  # locals: looked up once, not per line
+    known_subject = subject_cache().get  # looked up here first: a subject is mostly one seen before
     last = -1
     last_head = None
     last_ts = 0
+    ts_read = None  # the timestamp's text last_ts was read from (the next head often has the same time)
     last_s = ""
     for line_no, line in enumerate(lines, 1):
         if line.isascii():
@@ -121,10 +123,12 @@ def _read(lines: Iterable[str | bytes], errors: list[NTriplesError] | None) -> I
                 if head != last_head:
                     ts_text, tab, s = head.partition("\t")
                     # 18 digits always fit in 64 bits; parse_recorded_line refuses what does not
-                    if tab and ts_text.isdigit() and len(ts_text) <= 18:
-                        s = subject(s)
+                    if tab and (ts_text == ts_read or ts_text.isdigit() and len(ts_text) <= 18):
+                        s = known_subject(s) or subject(s)
                         if s:
-                            last_head, last_ts, last_s = head, int(ts_text), s
+                            if ts_text != ts_read:
+                                ts_read, last_ts = ts_text, int(ts_text)
+                            last_head, last_s = head, s
                 if head == last_head and last_ts >= last:
                     po = tail(p, o, dot)
                     if po:
@@ -167,6 +171,7 @@ def _read_times(lines: Iterable[str | bytes], errors: list[NTriplesError] | None
             yield from _read(lines, errors)
             return
     subject, checked = fast_subject, _checked
+    known_subject = subject_cache().get  # looked up here first: a subject is mostly one seen before
     memo: dict[str, bool] = {}  # predicate token -> whether only its time is needed
     # tail as read -> _tail's answer: the object of a line only timed, (predicate, object), or
     # False for a line the shortcut does not take
@@ -176,6 +181,7 @@ def _read_times(lines: Iterable[str | bytes], errors: list[NTriplesError] | None
     last_head = None
     ok = False  # whether the lines of last_head are taken: it reads, and its time is not before last
     last_ts = 0
+    ts_read = None  # the timestamp's text last_ts was read from (the next head often has the same time)
     last_s = ""
     run_ts = run_n = 0  # the run of time-only lines not yet yielded, all of the current head's time
     done = 0  # lines read and not in that run: numbered here, not per line
@@ -189,10 +195,12 @@ def _read_times(lines: Iterable[str | bytes], errors: list[NTriplesError] | None
             # ASCII: the head here, the tail in _tail, both only when not seen before
             ts_text, tab, s = head.partition("\t")
             # 18 digits always fit in 64 bits; parse_recorded_line refuses what does not
-            if tab and head.isascii() and ts_text.isdigit() and len(ts_text) <= 18:
-                s = subject(s)
+            if tab and head.isascii() and (ts_text == ts_read or ts_text.isdigit() and len(ts_text) <= 18):
+                s = known_subject(s) or subject(s)
                 if s:
-                    last_head, last_ts, last_s = head, int(ts_text), s
+                    if ts_text != ts_read:
+                        ts_read, last_ts = ts_text, int(ts_text)
+                    last_head, last_s = head, s
                     ok = last_ts >= last
                     if run_n and run_ts != last_ts:  # time moves on: the run ends
                         yield run_ts, run_n
