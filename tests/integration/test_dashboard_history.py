@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 import re
 import sqlite3
 import time
@@ -24,7 +23,7 @@ import pytest
 import yaml
 
 from cloud_harness import CloudProcess, fill_landing_zone, landing_record, wait_for, write_config
-from dashboard_data import PASSWORDS, free_port, wait_until_serving, write_dashboard_config
+from dashboard_data import CHROMIUM, PASSWORDS, free_port, wait_until_serving, write_dashboard_config
 from edgewave.agent.engine.evidence import Entailment
 from edgewave.cloud.dashboard.bucketing import preset_range
 from edgewave.cloud.live_feed import LiveFeedWriter
@@ -32,7 +31,6 @@ from edgewave.shared.events import match_event, significant_event
 
 import playwright.sync_api as playwright_sync  # noqa: E402  (a dev dependency)
 
-CHROMIUM = os.environ.get("EDGEWAVE_CHROMIUM", "/usr/bin/chromium")
 EX = "http://example.org/b#"
 RDF_TYPE = "<http://www.w3.org/1999/02/22-rdf-syntax-ns#type>"
 AXIOM = (f"<{EX}locatedIn>", "<http://www.w3.org/2000/01/rdf-schema#range>", f"<{EX}Room>")

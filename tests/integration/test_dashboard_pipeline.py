@@ -29,14 +29,13 @@ import yaml
 from agent_harness import ALARM, AVERAGE, KEY, AgentProcess, Publisher, alarm, observation
 from broker_process import MosquittoBroker
 from cloud_harness import CloudProcess, query, wait_for, write_config
-from dashboard_data import (PASSWORDS, ROLES, HttpSession, fixture_password_hash, free_port, save_screenshot,
-                            wait_until_serving)
+from dashboard_data import (CHROMIUM, PASSWORDS, ROLES, HttpSession, fixture_password_hash, free_port,
+                            save_screenshot, wait_until_serving)
 from edgewave.shared.secret_files import write_private
 from prometheus_client.parser import text_string_to_metric_families
 
 import playwright.sync_api as playwright_sync  # noqa: E402  (a dev dependency)
 
-CHROMIUM = os.environ.get("EDGEWAVE_CHROMIUM", "/usr/bin/chromium")
 EX = "http://example.org/"
 XSD_INTEGER = "<http://www.w3.org/2001/XMLSchema#integer>"
 FIRST_MATCHES = 4

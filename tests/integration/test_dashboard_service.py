@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import http.cookiejar
 import json
-import os
 import re
 import subprocess
 import sys
@@ -18,9 +17,8 @@ import pytest
 import yaml
 
 from cloud_harness import CloudProcess, wait_for, write_config
-from dashboard_data import PASSWORDS, free_port, wait_until_serving, write_dashboard_config
+from dashboard_data import CHROMIUM, PASSWORDS, free_port, wait_until_serving, write_dashboard_config
 
-CHROMIUM = os.environ.get("EDGEWAVE_CHROMIUM", "/usr/bin/chromium")
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -7,7 +7,6 @@ the fire in a real browser as its alert text, with the room and the temperature 
 say them (the screenshots in docs/images are taken here, with EDGEWAVE_UPDATE_SCREENSHOTS=1)."""
 from __future__ import annotations
 
-import os
 import re
 import signal
 import socket
@@ -19,12 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from dashboard_data import save_screenshot
+from dashboard_data import CHROMIUM, save_screenshot
 
 import playwright.sync_api as playwright_sync  # noqa: E402  (a dev dependency)
 
 REPO = Path(__file__).resolve().parents[2]
-CHROMIUM = os.environ.get("EDGEWAVE_CHROMIUM", "/usr/bin/chromium")
 
 
 def _free_port() -> int:
