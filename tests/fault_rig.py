@@ -119,7 +119,8 @@ class Sensors:
         wait_for(self.client.is_connected, 15, "the sensors connected")
         self.running = threading.Event()
         self.running.set()
-        self.idle = threading.Event()
+        self.idle = threading.Event()       # set but while a message is being published
+        self.idle.set()
         self.done = threading.Event()
         self.started = time.monotonic()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -131,19 +132,22 @@ class Sensors:
             if delay > 0:
                 time.sleep(delay)
             while True:
-                self.idle.set()
                 self.running.wait()
                 self.idle.clear()
-                if not self.client.is_connected():
+                if not self.running.is_set() or not self.client.is_connected():   # paused meanwhile, or away
+                    self.idle.set()
                     time.sleep(0.05)
                     continue
                 info = self.client.publish(topic, payload, qos=1)
                 info.wait_for_publish(timeout=15)
+                self.idle.set()
                 if info.is_published():
                     break
         self.done.set()
 
     def pause(self) -> None:
+        """Hold the sensors still: once this returns no message is being published, also when
+        the pause comes between two messages or after the last one."""
         self.running.clear()
         wait_for(self.idle.is_set, 20, "the sensors between two messages")
 
