@@ -121,9 +121,9 @@ def shared_data() -> Path:
 
 
 # The files that take longest, longest first (wall time of their tests on four workers
-# sharing two cores; docs/testing.md): started first, they do not end the run alone. The four
-# that start at once start no Spark job in their first minutes, so the Spark archive
-# (tests/spark_cds.py), made meanwhile, is there for the Spark files after them.
+# sharing two cores; docs/testing.md): started first, they do not end the run alone. The list
+# holds the files of both of make test's sessions; each session takes its own in this order.
+# A Spark file that starts before the Spark archive (tests/spark_cds.py) is made waits for it.
 LONGEST_FIRST = ["test_network_faults.py", "test_end_to_end_faults.py", "test_engine_vs_reference.py",
                  "test_device_formats_pipeline.py", "test_cloud_job_batches.py", "test_dashboard_pipeline.py",
                  "test_sim_scenarios.py", "test_demo.py", "test_cloud_scale_out.py", "test_fuzz_decoders.py",
