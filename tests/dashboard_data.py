@@ -210,8 +210,6 @@ def save_screenshot(page: Any, name: str) -> None:
         (REPO / "docs" / "images" / name).write_bytes(png)
 
 
-
-
 def chromium_path() -> str:
     """The browser the tests drive: ``EDGEWAVE_CHROMIUM`` if set, else Debian's chromium in
     its headless-shell build where installed (the build Playwright itself runs headless: the
