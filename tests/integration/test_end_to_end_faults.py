@@ -86,6 +86,8 @@ def test_a_config_ack_the_crashed_broker_lost_is_sent_again_and_resolves_the_pus
     try:
         wait_for(lambda: "ingest connected" in ingest.log(), 30, "ingest connected")
         agent.start()
+        # the agent's cloud session exists once it connected (start() waits for the local link only)
+        wait_for(lambda: "link=cloud event=connected" in agent.log(), 30, "the agent connected to the cloud")
         cloud.stop()                       # saves every session (ingest's queue, the agent's)
         cloud.start()
         wait_for(lambda: ingest.log().count("ingest connected") >= 2, 30, "ingest back")

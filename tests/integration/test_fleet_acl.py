@@ -146,7 +146,8 @@ def test_remove_revokes_a_connected_gateway(fleet):
     gw_b = fleet.gateway_probe("gwB")
     gw_a = fleet.gateway_probe("gwA")
     try:
-        assert gw_b.connected and gw_a.connected
+        assert gw_b.connected and gw_a.connected, (f"gwB: {gw_b.connect_rc} {gw_b.connect_error}; "
+                                                   f"gwA: {gw_a.connect_rc} {gw_a.connect_error}")
         result = fleet.cloud("gateway", "remove", "gwB")
         assert "revoked" in result.stdout
         assert "gwB" not in fleet.broker_clients()
