@@ -8,6 +8,7 @@ the same port with the same persisted sessions and retained messages.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -24,8 +25,30 @@ def find_mosquitto() -> str:
     raise RuntimeError("mosquitto not found: run `make setup` (scripts/install-system-packages.sh installs it)")
 
 
+_PORTS = random.SystemRandom()
+
+
+def _ephemeral_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    """A TCP port on loopback that nothing listens on right now."""
+    """A TCP port on loopback that nothing listens on right now, below the kernel's ephemeral
+    range: a port from that range (what binding port 0 gives) can be handed to another
+    process's outgoing connection before the broker that was to listen on it starts. Drawn
+    from the system's randomness: pytest-randomly seeds ``random`` alike in every worker."""
+    low, high = 10_000, _ephemeral_start() - 1
+    for _ in range(50):
+        port = _PORTS.randint(low, high)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]

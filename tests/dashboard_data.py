@@ -6,7 +6,6 @@ import inspect
 import json
 import os
 import shutil
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -17,6 +16,7 @@ from typing import Any, Iterator
 
 import yaml
 from argon2 import PasswordHasher
+from broker_process import free_port  # noqa: F401  (re-exported: the tests import it from here)
 
 from edgewave.cloud import registry
 from edgewave.cloud.aggregates import BatchAggregates, apply_batch, delay_bucket, ensure_aggregate_schema
@@ -44,12 +44,6 @@ class KnownData:
     now_ms: int
     matches: list[tuple[str, str, int, int]] = field(default_factory=list)   # gateway, pattern, minute_ms, count
     expected_health: dict[str, str] = field(default_factory=dict)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def fixture_password_hash(password: str) -> str:
